@@ -588,6 +588,7 @@ type TaskReport struct {
 	Emitted       uint64                 `protobuf:"varint,11,opt,name=emitted,proto3" json:"emitted,omitempty"`     // tuples emitted (spout: root tuples)
 	Processed     uint64                 `protobuf:"varint,12,opt,name=processed,proto3" json:"processed,omitempty"` // processor: tuples handed to user code
 	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`          // a task that stopped on an error says why
+	Total         int64                  `protobuf:"varint,14,opt,name=total,proto3" json:"total,omitempty"`         // spout: roots its source will yield, -1 if unknown
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -711,6 +712,13 @@ func (x *TaskReport) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *TaskReport) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
 }
 
 // AckerStatsRequest asks an acker for its counters; it answers AckerStats.
@@ -916,7 +924,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\breporter\x18\x01 \x01(\v2\v.acktor.PidR\breporter\"M\n" +
 	"\x05Drain\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12'\n" +
-	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\xef\x02\n" +
+	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\x85\x03\n" +
 	"\n" +
 	"TaskReport\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12\x12\n" +
@@ -932,7 +940,8 @@ const file_acktor_proto_rawDesc = "" +
 	" \x01(\x04R\fpeakInFlight\x12\x18\n" +
 	"\aemitted\x18\v \x01(\x04R\aemitted\x12\x1c\n" +
 	"\tprocessed\x18\f \x01(\x04R\tprocessed\x12\x14\n" +
-	"\x05error\x18\r \x01(\tR\x05error\"\x13\n" +
+	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
+	"\x05total\x18\x0e \x01(\x03R\x05total\"\x13\n" +
 	"\x11AckerStatsRequest\"\xab\x02\n" +
 	"\n" +
 	"AckerStats\x12\x0e\n" +

@@ -1,0 +1,169 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/acktor/acktor/actors/ledger"
+	"github.com/acktor/acktor/messages"
+)
+
+// rotate is the acker's timer message.
+type rotate struct{}
+
+// ackerTask holds a ledger and translates messages into calls on it. What
+// the calls report is batched per spout task and sent after each message.
+type ackerTask struct {
+	env    *env
+	id     string
+	l      *ledger.Ledger
+	res    resolver
+	root   *actor.RootContext
+	cancel scheduler.CancelFunc
+
+	completed map[uint32][]uint64
+	failed    map[uint32][]uint64
+	expired   map[uint32][]uint64
+	onExpire  func(springID uint64, task uint32)
+	bad       uint64 // malformed messages dropped
+}
+
+func (a *ackerTask) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *cluster.ClusterInit:
+		a.init(ctx, m)
+	case *messages.Track:
+		a.track(m)
+	case *messages.AckBatch:
+		a.ack(m)
+	case *messages.FailRoot:
+		a.fail(m)
+	case *rotate:
+		if a.l != nil {
+			a.l.Rotate(a.onExpire)
+		}
+	case *messages.AckerStatsRequest:
+		ctx.Respond(a.stats())
+		return
+	case *actor.Stopping:
+		if a.cancel != nil {
+			a.cancel()
+		}
+		return
+	default:
+		return
+	}
+	a.flush()
+}
+
+func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
+	e := a.env
+	spoutTasks := 0
+	for _, c := range e.topo.Components {
+		if c.Spout {
+			spoutTasks += c.Parallel
+		}
+	}
+	expect := e.cfg.MaxPending * spoutTasks / max(e.cfg.Ackers, 1) * 5 / 4
+	a.id = m.Identity.Identity
+	a.l = ledger.New(ledger.Config{Generations: e.cfg.Generations, ExpectedInFlight: expect})
+	a.res = resolver{c: m.Cluster}
+	a.root = ctx.ActorSystem().Root
+	a.completed = map[uint32][]uint64{}
+	a.failed = map[uint32][]uint64{}
+	a.expired = map[uint32][]uint64{}
+	a.onExpire = func(id uint64, task uint32) { a.expired[task] = append(a.expired[task], id) }
+	every := e.cfg.rotateEvery()
+	a.cancel = scheduler.NewTimerScheduler(a.root).SendRepeatedly(every, every, ctx.Self(), &rotate{})
+}
+
+func (a *ackerTask) track(m *messages.Track) {
+	if a.l == nil {
+		return
+	}
+	if len(m.SpringIds) != len(m.InitXors) || int(m.Task) >= a.env.topo.Tasks() || !a.env.topo.tasks[m.Task].Spout {
+		a.drop(fmt.Sprintf("track from task %d with %d springIds and %d inits", m.Task, len(m.SpringIds), len(m.InitXors)))
+		return
+	}
+	for i, id := range m.SpringIds {
+		a.outcome(id, a.l.Init(id, m.Task, m.InitXors[i]))
+	}
+}
+
+func (a *ackerTask) ack(m *messages.AckBatch) {
+	if a.l == nil {
+		return
+	}
+	if len(m.SpringIds) != len(m.XorDeltas) {
+		a.drop(fmt.Sprintf("ack batch with %d springIds and %d deltas", len(m.SpringIds), len(m.XorDeltas)))
+		return
+	}
+	for i, id := range m.SpringIds {
+		a.outcome(id, a.l.Ack(id, m.XorDeltas[i]))
+	}
+}
+
+func (a *ackerTask) fail(m *messages.FailRoot) {
+	if a.l == nil {
+		return
+	}
+	for _, id := range m.SpringIds {
+		if task, ok := a.l.Fail(id); ok {
+			a.failed[task] = append(a.failed[task], id)
+		}
+	}
+}
+
+func (a *ackerTask) outcome(id uint64, o ledger.Outcome) {
+	switch o.Status {
+	case ledger.Completed:
+		a.completed[o.Task] = append(a.completed[o.Task], id)
+	case ledger.Failed:
+		a.failed[o.Task] = append(a.failed[o.Task], id)
+	case ledger.Rejected:
+		a.env.log.Warnf("%s: rejected an init for springId %x (duplicate, or task too large)", a.id, id)
+	}
+}
+
+// drop logs a malformed message; the roots it concerned time out and replay.
+func (a *ackerTask) drop(what string) {
+	a.bad++
+	a.env.log.Errorf("%s: dropped malformed %s", a.id, what)
+}
+
+// flush tells the spout tasks what the last message settled.
+func (a *ackerTask) flush() {
+	for task, ids := range a.completed {
+		a.toSpout(task, &messages.Completed{SpringIds: ids})
+		delete(a.completed, task)
+	}
+	for task, ids := range a.failed {
+		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_EXPLICIT})
+		delete(a.failed, task)
+	}
+	for task, ids := range a.expired {
+		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_TIMEOUT})
+		delete(a.expired, task)
+	}
+}
+
+func (a *ackerTask) toSpout(task uint32, m any) {
+	if p := a.res.get(KindSpout, a.env.topo.identity(task)); p != nil {
+		a.root.Send(p, m)
+		return
+	}
+	a.env.log.Errorf("%s: no member hosts spout task %s; its roots replay at their deadline", a.id, a.env.topo.identity(task))
+}
+
+func (a *ackerTask) stats() *messages.AckerStats {
+	if a.l == nil {
+		return &messages.AckerStats{Id: a.id}
+	}
+	s := a.l.Stats()
+	return &messages.AckerStats{Id: a.id, Tracked: s.Inits, InFlight: uint64(a.l.Len()), PeakInFlight: uint64(s.PeakInFlight),
+		Completed: s.Completed, Failed: s.Failed, Expired: s.Expired, Orphaned: s.Orphaned, Rejected: s.Rejected,
+		Acks: s.Acks, Bytes: uint64(a.l.Bytes())}
+}

@@ -1,0 +1,149 @@
+package actors
+
+import (
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/acktor/acktor/messages"
+)
+
+// processorTask runs user code over the tuples sent to one task of a
+// processor component.
+type processorTask struct {
+	env  *env
+	task uint32
+	info TaskInfo
+	user Processor
+	col  *Collector
+	res  resolver
+	root *actor.RootContext
+
+	drained    map[uint32]bool
+	finished   bool
+	st         messages.TaskReport
+	lastReport time.Time
+}
+
+func (p *processorTask) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *cluster.ClusterInit:
+		p.init(ctx, m)
+	case *messages.TupleBatch:
+		p.batch(m)
+	case *messages.Drain:
+		p.drain(m)
+	}
+}
+
+func (p *processorTask) init(ctx actor.Context, m *cluster.ClusterInit) {
+	task, err := p.env.topo.taskOf(m.Identity.Identity)
+	if err != nil || p.env.topo.tasks[task].Spout {
+		p.env.log.Errorf("processor: activated as %q, which is no processor task", m.Identity.Identity)
+		return
+	}
+	p.task, p.info = task, p.env.topo.taskInfo(task)
+	p.st.Task = task
+	p.res = resolver{c: m.Cluster}
+	p.root = ctx.ActorSystem().Root
+	p.drained = map[uint32]bool{}
+	p.col = newCollector(p.env, task, p.sendTuples, p.sendAcks, p.sendFails)
+	user, err := p.env.topo.tasks[task].make(p.info)
+	if err != nil {
+		p.st.Error = fmt.Sprintf("processor %s/%d: %v", p.info.Component, p.info.Index, err)
+		p.env.log.Error(p.st.Error)
+		return
+	}
+	p.user = user
+}
+
+func (p *processorTask) batch(m *messages.TupleBatch) {
+	if p.col == nil {
+		return
+	}
+	ts, err := decode(m)
+	if err != nil {
+		p.env.log.WithError(err).Errorf("processor %s/%d: dropped a malformed batch; its roots will time out", p.info.Component, p.info.Index)
+		return
+	}
+	for i := range ts {
+		p.process(&ts[i])
+	}
+	p.st.Processed += uint64(len(ts))
+	p.col.flush()
+	if now := time.Now(); now.Sub(p.lastReport) >= p.env.cfg.ReportEvery {
+		p.lastReport = now
+		p.report(p.env.reporter.Load())
+	}
+}
+
+func (p *processorTask) report(to *actor.PID) {
+	if to == nil {
+		return
+	}
+	p.root.Send(to, &messages.TaskReport{Task: p.task, Done: p.finished, Emitted: p.col.emitted,
+		Processed: p.st.Processed, Error: p.st.Error})
+}
+
+// process runs user code on one tuple; a panic fails the tuple (its root
+// replays) instead of killing the task.
+func (p *processorTask) process(t *Tuple) {
+	if p.user == nil {
+		p.col.Fail(t)
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			p.env.log.Errorf("processor %s/%d: panic in Process, tuple failed: %v\n%s", p.info.Component, p.info.Index, r, debug.Stack())
+			p.col.Fail(t)
+		}
+	}()
+	p.user.Process(t, p.col)
+}
+
+// drain counts upstream tasks that are done; after the last one the task
+// finishes its user code and drains the tasks below it.
+func (p *processorTask) drain(m *messages.Drain) {
+	if p.col == nil || p.finished {
+		return
+	}
+	p.drained[m.FromTask] = true
+	if len(p.drained) < p.env.topo.tasks[p.task].upstream {
+		return
+	}
+	p.finished = true
+	if f, ok := p.user.(Finisher); ok {
+		f.Finish(p.col)
+	}
+	p.col.flush()
+	reporter := pidOf(m.Reporter)
+	sendDrains(p.env, p.task, &p.res, p.root, reporter)
+	p.report(reporter)
+}
+
+func (p *processorTask) sendTuples(target uint32, b *messages.TupleBatch) {
+	if pid := p.res.get(KindProcessor, p.env.topo.identity(target)); pid != nil {
+		p.root.Send(pid, b)
+		return
+	}
+	p.env.log.Errorf("processor %s: no member hosts %s; %d tuples left to time out", p.info.Component, p.env.topo.identity(target), len(b.AnchorCounts))
+}
+
+func (p *processorTask) sendAcks(acker int, m *messages.AckBatch) {
+	p.toAcker(acker, m)
+}
+
+func (p *processorTask) sendFails(acker int, m *messages.FailRoot) {
+	p.toAcker(acker, m)
+}
+
+func (p *processorTask) toAcker(acker int, m any) {
+	if pid := p.res.get(KindAcker, AckerIdentity(acker)); pid != nil {
+		p.root.Send(pid, m)
+		return
+	}
+	p.env.log.Errorf("processor %s: no member hosts %s; its roots will time out", p.info.Component, AckerIdentity(acker))
+}

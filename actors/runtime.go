@@ -1,0 +1,368 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/sirupsen/logrus"
+
+	"github.com/acktor/acktor/actors/ledger"
+	"github.com/acktor/acktor/messages"
+)
+
+// Cluster kinds of acktor's virtual actors.
+const (
+	KindSpout     = "spout"
+	KindProcessor = "processor"
+	KindAcker     = "acker"
+)
+
+// Config tunes the runtime. Zero values are not defaults: start from
+// DefaultConfig.
+type Config struct {
+	// Ackers is the number of acker actors; 0 turns tracking off (a root
+	// counts as done once emitted, like Storm's topology.acker.executors: 0).
+	Ackers int
+	// MaxPending bounds the roots in flight per spout task; a full spout
+	// stops pulling from its source (backpressure).
+	MaxPending int
+	// Timeout is how long a root may stay in flight before it is failed and
+	// replayed. Ackers expire records between Timeout and
+	// Timeout*Generations/(Generations-1); spout tasks keep their own
+	// deadline a little later, for roots whose acker died.
+	Timeout     time.Duration
+	Generations int
+	// MaxReplays is how often a failed root is replayed before it goes to
+	// the dead-letter sink.
+	MaxReplays int
+	// BatchSize bounds tuples per TupleBatch, folded roots per AckBatch and
+	// roots a spout pulls at a time.
+	BatchSize int
+	// MailboxSize bounds each processor's mailbox when tracking is off, where
+	// no max pending holds the spouts back: a full mailbox blocks its sender.
+	MailboxSize int
+	// ReportEvery is how often tasks report progress.
+	ReportEvery time.Duration
+	// Seed seeds the tuple id generators (per task).
+	Seed uint64
+	// Clock tells the time to spout deadlines; nil means time.Now.
+	Clock func() time.Time
+	// DeadLetters receives roots given up on; nil logs them.
+	DeadLetters DeadLetterSink
+	// Log receives the runtime's log lines; nil means logrus's standard logger.
+	Log logrus.FieldLogger
+}
+
+// DefaultConfig is a configuration for one machine.
+func DefaultConfig() Config {
+	return Config{
+		Ackers: 2, MaxPending: 4096, Timeout: 30 * time.Second, Generations: 3,
+		MaxReplays: 5, BatchSize: 512, MailboxSize: 64, ReportEvery: 200 * time.Millisecond, Seed: 1,
+	}
+}
+
+// Validate names the first field out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.Ackers < 0 || c.Ackers > 4096:
+		return fmt.Errorf("ackers = %d, want 0..4096", c.Ackers)
+	case c.MaxPending < 1:
+		return fmt.Errorf("max pending = %d, want >= 1", c.MaxPending)
+	case c.Timeout < 10*time.Millisecond:
+		return fmt.Errorf("timeout = %v, want >= 10ms", c.Timeout)
+	case c.Generations < 2 || c.Generations > ledger.MaxGenerations:
+		return fmt.Errorf("generations = %d, want 2..%d", c.Generations, ledger.MaxGenerations)
+	case c.MaxReplays < 0:
+		return fmt.Errorf("max replays = %d, want >= 0", c.MaxReplays)
+	case c.BatchSize < 1 || c.BatchSize > 1<<16:
+		return fmt.Errorf("batch size = %d, want 1..65536", c.BatchSize)
+	case c.MailboxSize < 1:
+		return fmt.Errorf("mailbox size = %d, want >= 1", c.MailboxSize)
+	case c.ReportEvery <= 0:
+		return fmt.Errorf("report interval = %v, want > 0", c.ReportEvery)
+	}
+	return nil
+}
+
+// rotateEvery is the acker's rotation interval.
+func (c Config) rotateEvery() time.Duration { return c.Timeout / time.Duration(c.Generations-1) }
+
+// spoutDeadline is later than any acker expiry, by one rotation.
+func (c Config) spoutDeadline() time.Duration {
+	return c.Timeout*time.Duration(c.Generations)/time.Duration(c.Generations-1) + c.rotateEvery()
+}
+
+// DeadLetter is a root given up on.
+type DeadLetter struct {
+	Component string
+	Task      uint32
+	RootID    uint64 // the source's id of the root (a file offset, a sequence number)
+	Payload   string
+	Attempts  int
+	Reason    string
+}
+
+// DeadLetterSink receives roots that will not be replayed again. It is called
+// from spout task actors, possibly concurrently.
+type DeadLetterSink interface {
+	DeadLetter(d DeadLetter)
+}
+
+// env is what every task of a runtime shares: read-only after start.
+type env struct {
+	topo     *Topology
+	cfg      Config
+	log      logrus.FieldLogger
+	reporter atomic.Pointer[actor.PID] // the local Run's, for progress between drains
+}
+
+func (e *env) tracking() bool { return e.cfg.Ackers > 0 }
+
+func (e *env) now() time.Time {
+	if e.cfg.Clock != nil {
+		return e.cfg.Clock()
+	}
+	return time.Now()
+}
+
+// Runtime runs one topology on a Proto.Actor cluster.
+type Runtime struct{ env *env }
+
+// New checks cfg and makes a runtime for topo.
+func New(topo *Topology, cfg Config) (*Runtime, error) {
+	if topo == nil {
+		return nil, errors.New("runtime: nil topology")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	log := cfg.Log
+	if log == nil {
+		log = logrus.StandardLogger()
+	}
+	if cfg.DeadLetters == nil {
+		cfg.DeadLetters = logSink{log}
+	}
+	return &Runtime{env: &env{topo: topo, cfg: cfg, log: log}}, nil
+}
+
+type logSink struct{ log logrus.FieldLogger }
+
+func (s logSink) DeadLetter(d DeadLetter) {
+	s.log.WithFields(logrus.Fields{"component": d.Component, "task": d.Task, "root": d.RootID,
+		"attempts": d.Attempts}).Errorf("dead letter: %s", d.Reason)
+}
+
+// Kinds are the cluster kinds to register on every member that hosts tasks.
+func (rt *Runtime) Kinds() []*cluster.Kind {
+	e := rt.env
+	procProps := actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: e} })
+	if !e.tracking() {
+		procProps = actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: e} },
+			actor.WithMailbox(actor.Bounded(e.cfg.MailboxSize)))
+	}
+	return []*cluster.Kind{
+		cluster.NewKind(KindSpout, actor.PropsFromProducer(func() actor.Actor { return &spoutTask{env: e} })),
+		cluster.NewKind(KindProcessor, procProps),
+		cluster.NewKind(KindAcker, actor.PropsFromProducer(func() actor.Actor { return &ackerTask{env: e} })),
+	}
+}
+
+// AckerIdentity is the virtual actor identity of acker n.
+func AckerIdentity(n int) string { return fmt.Sprintf("acker/%d", n) }
+
+// Progress is a snapshot of a run, summed over tasks.
+type Progress struct {
+	Roots, Completed, Failed, TimedOut, Replayed, DeadLettered uint64
+	InFlight, PeakInFlight                                      uint64
+	Tuples                                                      uint64 // emitted, roots included
+	Total                                                       int64  // roots the sources will yield, -1 if unknown
+	Elapsed                                                     time.Duration
+}
+
+// AckerStats is one acker's share of a run.
+type AckerStats struct {
+	ID           string `json:"id"`
+	Tracked      uint64 `json:"tracked"`
+	PeakInFlight uint64 `json:"peak_in_flight"`
+	Completed    uint64 `json:"completed"`
+	Failed       uint64 `json:"failed"`
+	Expired      uint64 `json:"expired"`
+	Orphaned     uint64 `json:"orphaned"`
+	Bytes        uint64 `json:"bytes"`
+}
+
+// RunStats is the account of a finished run.
+type RunStats struct {
+	Progress
+	Ackers []AckerStats
+}
+
+// Run starts every spout task on c and waits until every task has drained,
+// calling progress (if not nil) every ReportEvery. It returns early with the
+// context's error, or with the first error a task reports.
+func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Progress)) (*RunStats, error) {
+	e := rt.env
+	start := time.Now()
+	rep := newReporter(e.topo.Tasks())
+	root := c.ActorSystem.Root
+	pid := root.Spawn(actor.PropsFromFunc(rep.receive))
+	defer root.Stop(pid)
+	e.reporter.Store(pid)
+	defer e.reporter.Store(nil)
+
+	for _, comp := range e.topo.Components {
+		if !comp.Spout {
+			continue
+		}
+		for i := range comp.Parallel {
+			task := comp.FirstTask + uint32(i)
+			p := c.Get(e.topo.identity(task), KindSpout)
+			if p == nil {
+				return nil, fmt.Errorf("run: no member hosts spout task %s", e.topo.identity(task))
+			}
+			root.Send(p, &messages.StartSpout{Reporter: &messages.Pid{Address: pid.Address, Id: pid.Id}})
+		}
+	}
+	tick := time.NewTicker(e.cfg.ReportEvery)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("run: %w", ctx.Err())
+		case <-rep.allDone:
+			done = true
+		case <-tick.C:
+		}
+		if err := rep.err(); err != nil {
+			return nil, fmt.Errorf("run: %w", err)
+		}
+		if progress != nil {
+			p := rep.progress()
+			p.Elapsed = time.Since(start)
+			progress(p)
+		}
+	}
+	st := &RunStats{Progress: rep.progress()}
+	st.Elapsed = time.Since(start)
+	for n := range e.cfg.Ackers {
+		res, err := c.Request(AckerIdentity(n), KindAcker, &messages.AckerStatsRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("run: stats of %s: %w", AckerIdentity(n), err)
+		}
+		a, ok := res.(*messages.AckerStats)
+		if !ok {
+			return nil, fmt.Errorf("run: stats of %s: unexpected %T", AckerIdentity(n), res)
+		}
+		st.Ackers = append(st.Ackers, AckerStats{ID: a.Id, Tracked: a.Tracked, PeakInFlight: a.PeakInFlight,
+			Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes})
+	}
+	return st, nil
+}
+
+// reporter collects TaskReports; it runs as a local actor, read by Run.
+type reporter struct {
+	mu      sync.Mutex
+	tasks   map[uint32]*messages.TaskReport
+	total   map[uint32]int64
+	want    int
+	done    int
+	errs    []string
+	allDone chan struct{}
+}
+
+func newReporter(tasks int) *reporter {
+	return &reporter{tasks: map[uint32]*messages.TaskReport{}, want: tasks, allDone: make(chan struct{})}
+}
+
+func (r *reporter) receive(ctx actor.Context) {
+	m, ok := ctx.Message().(*messages.TaskReport)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := r.tasks[m.Task]
+	if prev != nil && prev.Done {
+		return
+	}
+	r.tasks[m.Task] = m
+	if m.Error != "" {
+		r.errs = append(r.errs, fmt.Sprintf("task %d: %s", m.Task, m.Error))
+	}
+	if m.Done {
+		if r.done++; r.done == r.want {
+			close(r.allDone)
+		}
+	}
+}
+
+func (r *reporter) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.errs) == 0 {
+		return nil
+	}
+	sort.Strings(r.errs)
+	return errors.New(strings.Join(r.errs, "; "))
+}
+
+func (r *reporter) progress() Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var p Progress
+	for _, t := range r.tasks {
+		p.Roots += t.Roots
+		p.Completed += t.Completed
+		p.Failed += t.Failed
+		p.TimedOut += t.TimedOut
+		p.Replayed += t.Replayed
+		p.DeadLettered += t.DeadLettered
+		p.InFlight += t.InFlight
+		p.PeakInFlight += t.PeakInFlight
+		p.Tuples += t.Emitted
+		if t.Total >= 0 && p.Total >= 0 {
+			p.Total += t.Total
+		} else {
+			p.Total = -1
+		}
+	}
+	return p
+}
+
+// pidOf converts a wire Pid.
+func pidOf(p *messages.Pid) *actor.PID {
+	if p == nil || p.Id == "" {
+		return nil
+	}
+	return actor.NewPID(p.Address, p.Id)
+}
+
+// resolver finds and caches the PIDs of virtual actors.
+type resolver struct {
+	c     *cluster.Cluster
+	cache map[string]*actor.PID
+}
+
+func (r *resolver) get(kind, identity string) *actor.PID {
+	key := kind + "\x00" + identity
+	if p, ok := r.cache[key]; ok {
+		return p
+	}
+	if r.cache == nil {
+		r.cache = map[string]*actor.PID{}
+	}
+	p := r.c.Get(identity, kind)
+	if p != nil {
+		r.cache[key] = p
+	}
+	return p
+}

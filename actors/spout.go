@@ -1,0 +1,352 @@
+package actors
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/messages"
+)
+
+// springBits is the width of a spout task's sequence inside a springId; the
+// task id sits above it, so springIds never collide across tasks.
+const springBits = 40
+
+// pull and spoutTick are the spout's messages to itself.
+type (
+	pull      struct{}
+	spoutTick struct{}
+)
+
+// pendingRoot is a root in flight (the paper's pending state).
+type pendingRoot struct {
+	id       uint64 // the source's id
+	attempt  int    // 0 for the first emission
+	deadline time.Time
+}
+
+// spoutTask pulls roots from its source, emits them, tracks them until their
+// acker reports them finished or failed, and replays failures.
+type spoutTask struct {
+	env      *env
+	task     uint32
+	info     TaskInfo
+	src      source.Source
+	col      *Collector
+	res      resolver
+	root     *actor.RootContext
+	self     *actor.PID
+	reporter *actor.PID
+	cancel   scheduler.CancelFunc
+
+	pending   map[uint64]*pendingRoot // by springId
+	seq       uint64
+	tracks    []*messages.Track // per acker, under way
+	started   bool
+	exhausted bool
+	pulling   bool // a pull is queued or scheduled
+	finished  bool
+	st        messages.TaskReport
+}
+
+func (s *spoutTask) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *cluster.ClusterInit:
+		s.init(ctx, m)
+	case *messages.StartSpout:
+		s.start(ctx, m)
+	case *pull:
+		s.pulling = false
+		s.pull()
+	case *spoutTick:
+		s.tick()
+	case *messages.Completed:
+		s.completed(m)
+	case *messages.Failed:
+		s.failed(m)
+	case *actor.Stopping:
+		if s.cancel != nil {
+			s.cancel()
+		}
+		if s.src != nil {
+			if err := s.src.Close(); err != nil {
+				s.env.log.WithError(err).Warnf("spout %s: closing its source", s.info.Component)
+			}
+		}
+	}
+}
+
+func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
+	task, err := s.env.topo.taskOf(m.Identity.Identity)
+	if err != nil || !s.env.topo.tasks[task].Spout {
+		s.env.log.Errorf("spout: activated as %q, which is no spout task", m.Identity.Identity)
+		return
+	}
+	s.task, s.info = task, s.env.topo.taskInfo(task)
+	s.res = resolver{c: m.Cluster}
+	s.root = ctx.ActorSystem().Root
+	s.self = ctx.Self()
+	s.pending = map[uint64]*pendingRoot{}
+	s.tracks = make([]*messages.Track, s.env.cfg.Ackers)
+	s.seq = randomSeq()
+	s.st.Task = task
+	s.col = newCollector(s.env, task, s.sendTuples, nil, nil)
+}
+
+// randomSeq starts a task's sequence at a random point, so that a restarted
+// task does not reuse the springIds of records still in flight.
+func randomSeq() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) >> (64 - springBits + 1) // leave room to count
+}
+
+func (s *spoutTask) start(ctx actor.Context, m *messages.StartSpout) {
+	if s.col == nil || s.started {
+		return
+	}
+	s.started = true
+	s.reporter = pidOf(m.Reporter)
+	src, err := s.env.topo.tasks[s.task].source(s.info.Index, s.info.Parallel)
+	if err != nil {
+		s.st.Error = fmt.Sprintf("spout %s/%d: %v", s.info.Component, s.info.Index, err)
+		s.finish()
+		return
+	}
+	s.src = src
+	s.st.Total = src.Total()
+	every := min(s.env.cfg.ReportEvery, s.env.cfg.Timeout/4)
+	s.cancel = scheduler.NewTimerScheduler(s.root).SendRepeatedly(every, every, s.self, &spoutTick{})
+	s.pull()
+}
+
+// pull emits up to a batch of new roots while there is room under max
+// pending, then queues another pull so that acks get a turn in between.
+func (s *spoutTask) pull() {
+	if s.src == nil || s.finished {
+		return
+	}
+	wait := time.Duration(0)
+	for n := 0; n < s.env.cfg.BatchSize && !s.exhausted && len(s.pending) < s.env.cfg.MaxPending; n++ {
+		r, err := s.src.Next()
+		switch {
+		case errors.Is(err, source.ErrNotReady):
+			wait = 2 * time.Millisecond
+		case errors.Is(err, io.EOF):
+			s.exhausted = true
+		case err != nil:
+			s.st.Error = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
+			s.exhausted = true
+		default:
+			s.st.Roots++
+			s.emit(r.ID, r.Payload, 0)
+			continue
+		}
+		break
+	}
+	s.flush()
+	s.schedulePull(wait)
+	s.maybeFinish()
+}
+
+func (s *spoutTask) schedulePull(wait time.Duration) {
+	if s.pulling || s.exhausted || s.finished || len(s.pending) >= s.env.cfg.MaxPending {
+		return
+	}
+	s.pulling = true
+	if wait > 0 {
+		scheduler.NewTimerScheduler(s.root).SendOnce(wait, s.self, &pull{})
+		return
+	}
+	s.root.Send(s.self, &pull{})
+}
+
+// emit sends one root with a fresh springId: a replay never shares its id
+// with an earlier attempt, so a late ack of that attempt cannot touch it.
+func (s *spoutTask) emit(id uint64, payload string, attempt int) {
+	s.seq++
+	springID := uint64(s.task)<<springBits | s.seq&(1<<springBits-1)
+	initXor, err := s.col.emitRoot(springID, payload)
+	if err != nil {
+		s.deadLetter(&pendingRoot{id: id, attempt: attempt}, payload, err.Error())
+		return
+	}
+	if !s.env.tracking() {
+		s.st.Completed++
+		s.src.Done(id)
+		return
+	}
+	s.pending[springID] = &pendingRoot{id: id, attempt: attempt, deadline: s.env.now().Add(s.env.cfg.spoutDeadline())}
+	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(len(s.pending)))
+	a := springID % uint64(s.env.cfg.Ackers)
+	t := s.tracks[a]
+	if t == nil {
+		t = &messages.Track{Task: s.task}
+		s.tracks[a] = t
+	}
+	t.SpringIds = append(t.SpringIds, springID)
+	t.InitXors = append(t.InitXors, initXor)
+}
+
+func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
+	if p := s.res.get(KindProcessor, s.env.topo.identity(target)); p != nil {
+		s.root.Send(p, b)
+		return
+	}
+	s.env.log.Errorf("spout %s: no member hosts %s; %d tuples left to time out", s.info.Component, s.env.topo.identity(target), len(b.AnchorCounts))
+}
+
+// flush sends the inits first, so that they usually beat the acks.
+func (s *spoutTask) flush() {
+	for a, t := range s.tracks {
+		if t == nil {
+			continue
+		}
+		s.tracks[a] = nil
+		if p := s.res.get(KindAcker, AckerIdentity(a)); p != nil {
+			s.root.Send(p, t)
+		} else {
+			s.env.log.Errorf("spout %s: no member hosts %s; its roots will replay at their deadline", s.info.Component, AckerIdentity(a))
+		}
+	}
+	s.col.flush()
+}
+
+func (s *spoutTask) completed(m *messages.Completed) {
+	for _, id := range m.SpringIds {
+		p, ok := s.pending[id]
+		if !ok {
+			continue // an earlier attempt's, or a duplicate: the root moved on
+		}
+		delete(s.pending, id)
+		s.st.Completed++
+		s.src.Done(p.id)
+	}
+	s.pull()
+}
+
+func (s *spoutTask) failed(m *messages.Failed) {
+	reason := "failed by a processor"
+	if m.Reason == messages.FailReason_FAIL_REASON_TIMEOUT {
+		reason = "timed out at its acker"
+	}
+	for _, id := range m.SpringIds {
+		p, ok := s.pending[id]
+		if !ok {
+			continue
+		}
+		delete(s.pending, id)
+		s.st.Failed++
+		if m.Reason == messages.FailReason_FAIL_REASON_TIMEOUT {
+			s.st.TimedOut++
+		}
+		s.retry(p, reason)
+	}
+	s.flush()
+	s.maybeFinish()
+}
+
+// retry replays a failed root, or dead-letters it after MaxReplays replays.
+func (s *spoutTask) retry(p *pendingRoot, reason string) {
+	payload, err := s.src.Replay(p.id)
+	switch {
+	case err != nil:
+		s.deadLetter(p, "", fmt.Sprintf("%s; replay failed: %v", reason, err))
+	case p.attempt >= s.env.cfg.MaxReplays:
+		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.attempt))
+	default:
+		s.st.Replayed++
+		s.emit(p.id, payload, p.attempt+1)
+	}
+}
+
+func (s *spoutTask) deadLetter(p *pendingRoot, payload, reason string) {
+	s.st.DeadLettered++
+	s.env.cfg.DeadLetters.DeadLetter(DeadLetter{Component: s.info.Component, Task: s.task, RootID: p.id,
+		Payload: payload, Attempts: p.attempt + 1, Reason: reason})
+	s.src.Done(p.id)
+}
+
+// tick fails roots past their own deadline (their acker may be gone) and
+// reports progress.
+func (s *spoutTask) tick() {
+	now := s.env.now()
+	for id, p := range s.pending {
+		if now.After(p.deadline) {
+			delete(s.pending, id)
+			s.st.Failed++
+			s.st.TimedOut++
+			s.retry(p, "passed the spout's deadline")
+		}
+	}
+	s.flush()
+	s.report()
+	s.maybeFinish()
+}
+
+func (s *spoutTask) report() {
+	if s.reporter == nil {
+		return
+	}
+	r := s.snapshot()
+	s.root.Send(s.reporter, r)
+}
+
+func (s *spoutTask) snapshot() *messages.TaskReport {
+	s.st.InFlight = uint64(len(s.pending))
+	s.st.Emitted = s.col.emitted
+	r := &messages.TaskReport{}
+	*r = messages.TaskReport{Task: s.st.Task, Done: s.st.Done, Roots: s.st.Roots, Completed: s.st.Completed,
+		Failed: s.st.Failed, TimedOut: s.st.TimedOut, Replayed: s.st.Replayed, DeadLettered: s.st.DeadLettered,
+		InFlight: s.st.InFlight, PeakInFlight: s.st.PeakInFlight, Emitted: s.st.Emitted, Error: s.st.Error, Total: s.st.Total}
+	return r
+}
+
+func (s *spoutTask) maybeFinish() {
+	if s.exhausted && len(s.pending) == 0 {
+		s.finish()
+	}
+}
+
+// finish drains the topology below this task and reports it done.
+func (s *spoutTask) finish() {
+	if s.finished {
+		return
+	}
+	s.finished = true
+	if s.col != nil {
+		s.col.flush()
+		sendDrains(s.env, s.task, &s.res, s.root, s.reporter)
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.st.Done = true
+	s.report()
+}
+
+// sendDrains tells every task downstream of task that it will send no more.
+func sendDrains(e *env, task uint32, res *resolver, root *actor.RootContext, reporter *actor.PID) {
+	var rep *messages.Pid
+	if reporter != nil {
+		rep = &messages.Pid{Address: reporter.Address, Id: reporter.Id}
+	}
+	for _, o := range e.topo.tasks[task].outputs {
+		for i := range o.to.Parallel {
+			target := o.to.FirstTask + uint32(i)
+			if p := res.get(KindProcessor, e.topo.identity(target)); p != nil {
+				root.Send(p, &messages.Drain{FromTask: task, Reporter: rep})
+			} else {
+				e.log.Errorf("task %d: no member hosts %s to drain", task, e.topo.identity(target))
+			}
+		}
+	}
+}

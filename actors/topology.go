@@ -1,0 +1,283 @@
+// Package actors is acktor's runtime: the spout task, processor task and
+// acker actors, the topology builder and the Collector a processor uses.
+//
+// Every spout task, processor task and acker is a Proto.Actor virtual actor
+// (a cluster kind plus an identity), even in one process. The actors are
+// thin: the acker translates messages into calls on the pure ledger
+// (actors/ledger), and user code sees only Process and a Collector.
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/acktor/acktor/actors/source"
+)
+
+// Processor is user code run by a processor task. Process is called once per
+// input tuple, from one goroutine at a time; it emits through c and must
+// eventually Ack or Fail t (now, or later from another Process call).
+type Processor interface {
+	Process(t *Tuple, c *Collector)
+}
+
+// Finisher is implemented by processors that want to act once every upstream
+// task has drained: flush state, emit final tuples.
+type Finisher interface {
+	Finish(c *Collector)
+}
+
+// TaskInfo tells a processor or spout factory which task it builds.
+type TaskInfo struct {
+	Component string
+	Index     int    // 0..Parallelism-1 within the component
+	Task      uint32 // topology-wide task id
+	Parallel  int    // the component's parallelism
+}
+
+// GroupingKind says how a component's tuples are spread over the tasks of a
+// component that subscribes to it.
+type GroupingKind int
+
+const (
+	// Shuffle spreads tuples evenly (round-robin per emitting task).
+	Shuffle GroupingKind = iota
+	// Fields sends equal values of one field to the same task.
+	Fields
+)
+
+// Grouping is one subscription of a processor to an upstream component.
+type Grouping struct {
+	From  string
+	Kind  GroupingKind
+	Field int // with Fields: the index of the value hashed
+}
+
+type spoutDef struct {
+	name     string
+	parallel int
+	source   source.Factory
+}
+
+type processorDef struct {
+	name     string
+	parallel int
+	make     func(TaskInfo) (Processor, error)
+	inputs   []Grouping
+}
+
+// Builder assembles a topology: spouts and processors with their
+// parallelism and groupings. Errors are collected and reported by Build.
+type Builder struct {
+	spouts []spoutDef
+	procs  []processorDef
+	errs   []error
+}
+
+// ProcessorDeclarer adds subscriptions to the processor just declared.
+type ProcessorDeclarer struct {
+	b *Builder
+	i int
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+// Spout declares a spout component whose tasks read roots from src.
+func (b *Builder) Spout(name string, parallelism int, src source.Factory) {
+	b.check(name, parallelism)
+	if src == nil {
+		b.errs = append(b.errs, fmt.Errorf("topology: spout %q: nil source", name))
+	}
+	b.spouts = append(b.spouts, spoutDef{name, parallelism, src})
+}
+
+// Processor declares a processor component; make builds the user code of
+// each of its tasks.
+func (b *Builder) Processor(name string, parallelism int, make func(TaskInfo) (Processor, error)) *ProcessorDeclarer {
+	b.check(name, parallelism)
+	if make == nil {
+		b.errs = append(b.errs, fmt.Errorf("topology: processor %q: nil factory", name))
+	}
+	b.procs = append(b.procs, processorDef{name: name, parallel: parallelism, make: make})
+	return &ProcessorDeclarer{b, len(b.procs) - 1}
+}
+
+func (b *Builder) check(name string, parallelism int) {
+	if !validName.MatchString(name) {
+		b.errs = append(b.errs, fmt.Errorf("topology: component name %q: want a letter then up to 63 letters, digits, '-' or '_'", name))
+	}
+	if parallelism < 1 || parallelism > 4096 {
+		b.errs = append(b.errs, fmt.Errorf("topology: component %q: parallelism %d, want 1..4096", name, parallelism))
+	}
+	for _, s := range b.spouts {
+		if s.name == name {
+			b.errs = append(b.errs, fmt.Errorf("topology: component %q declared twice", name))
+		}
+	}
+	for _, p := range b.procs {
+		if p.name == name {
+			b.errs = append(b.errs, fmt.Errorf("topology: component %q declared twice", name))
+		}
+	}
+}
+
+// Shuffle subscribes to from with shuffle grouping.
+func (d *ProcessorDeclarer) Shuffle(from string) *ProcessorDeclarer {
+	d.b.procs[d.i].inputs = append(d.b.procs[d.i].inputs, Grouping{From: from, Kind: Shuffle})
+	return d
+}
+
+// Fields subscribes to from, grouping on the value at index field.
+func (d *ProcessorDeclarer) Fields(from string, field int) *ProcessorDeclarer {
+	if field < 0 {
+		d.b.errs = append(d.b.errs, fmt.Errorf("topology: %s: fields grouping on %s: field %d < 0", d.b.procs[d.i].name, from, field))
+	}
+	d.b.procs[d.i].inputs = append(d.b.procs[d.i].inputs, Grouping{From: from, Kind: Fields, Field: field})
+	return d
+}
+
+// Component is one spout or processor of a built topology.
+type Component struct {
+	Name      string
+	Spout     bool
+	Parallel  int
+	FirstTask uint32 // its tasks are FirstTask..FirstTask+Parallel-1
+	source    source.Factory
+	make      func(TaskInfo) (Processor, error)
+	inputs    []Grouping
+	outputs   []output // subscribers, resolved
+	upstream  int      // tasks that send to each of its tasks
+}
+
+// output is a downstream subscription as the emitting side sees it.
+type output struct {
+	to    *Component
+	kind  GroupingKind
+	field int
+}
+
+// Topology is a validated, immutable graph with topology-wide task ids.
+type Topology struct {
+	Components []*Component
+	byName     map[string]*Component
+	tasks      []*Component // task id -> component
+}
+
+// Build validates the graph: names, parallelism, subscriptions to declared
+// components, at least one spout, and no cycles.
+func (b *Builder) Build() (*Topology, error) {
+	errs := append([]error(nil), b.errs...)
+	if len(b.spouts) == 0 {
+		errs = append(errs, errors.New("topology: no spout"))
+	}
+	t := &Topology{byName: map[string]*Component{}}
+	add := func(c *Component) {
+		c.FirstTask = uint32(len(t.tasks))
+		for range c.Parallel {
+			t.tasks = append(t.tasks, c)
+		}
+		t.Components = append(t.Components, c)
+		t.byName[c.Name] = c
+	}
+	for _, s := range b.spouts {
+		add(&Component{Name: s.name, Spout: true, Parallel: s.parallel, source: s.source})
+	}
+	for _, p := range b.procs {
+		add(&Component{Name: p.name, Parallel: p.parallel, make: p.make, inputs: p.inputs})
+	}
+	for _, c := range t.Components {
+		for _, in := range c.inputs {
+			from, ok := t.byName[in.From]
+			if !ok {
+				errs = append(errs, fmt.Errorf("topology: %s subscribes to unknown component %q", c.Name, in.From))
+				continue
+			}
+			from.outputs = append(from.outputs, output{to: c, kind: in.Kind, field: in.Field})
+			c.upstream += from.Parallel
+		}
+		if !c.Spout && len(c.inputs) == 0 {
+			errs = append(errs, fmt.Errorf("topology: processor %s subscribes to nothing", c.Name))
+		}
+	}
+	if len(errs) == 0 {
+		if err := t.checkAcyclic(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(t.tasks) > 1<<24 {
+		errs = append(errs, fmt.Errorf("topology: %d tasks, at most %d", len(t.tasks), 1<<24))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Topology) checkAcyclic() error {
+	state := map[*Component]int{} // 1 visiting, 2 done
+	var visit func(c *Component) error
+	visit = func(c *Component) error {
+		switch state[c] {
+		case 1:
+			return fmt.Errorf("topology: cycle through %s", c.Name)
+		case 2:
+			return nil
+		}
+		state[c] = 1
+		for _, o := range c.outputs {
+			if err := visit(o.to); err != nil {
+				return err
+			}
+		}
+		state[c] = 2
+		return nil
+	}
+	for _, c := range t.Components {
+		if err := visit(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tasks is the number of tasks in the topology.
+func (t *Topology) Tasks() int { return len(t.tasks) }
+
+// Component returns the component with the given name.
+func (t *Topology) Component(name string) (*Component, bool) {
+	c, ok := t.byName[name]
+	return c, ok
+}
+
+// taskInfo describes task id.
+func (t *Topology) taskInfo(task uint32) TaskInfo {
+	c := t.tasks[task]
+	return TaskInfo{Component: c.Name, Index: int(task - c.FirstTask), Task: task, Parallel: c.Parallel}
+}
+
+// identity is the virtual actor identity of a task: "<component>/<index>".
+func (t *Topology) identity(task uint32) string {
+	c := t.tasks[task]
+	return fmt.Sprintf("%s/%d", c.Name, task-c.FirstTask)
+}
+
+// taskOf parses an identity back into a task id.
+func (t *Topology) taskOf(identity string) (uint32, error) {
+	var name string
+	var idx int
+	for i := len(identity) - 1; i >= 0; i-- {
+		if identity[i] == '/' {
+			name = identity[:i]
+			if _, err := fmt.Sscanf(identity[i+1:], "%d", &idx); err != nil {
+				return 0, fmt.Errorf("identity %q: bad task index: %w", identity, err)
+			}
+			break
+		}
+	}
+	c, ok := t.byName[name]
+	if !ok || idx < 0 || idx >= c.Parallel {
+		return 0, fmt.Errorf("identity %q names no task of this topology", identity)
+	}
+	return c.FirstTask + uint32(idx), nil
+}

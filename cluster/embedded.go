@@ -1,0 +1,48 @@
+// Package cluster wires acktor's virtual actors into a Proto.Actor cluster:
+// the embedded single-member default, logging, and (later) providers, the
+// acker ring and remote clients.
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/sirupsen/logrus"
+)
+
+// Node is one running cluster member.
+type Node struct {
+	System  *actor.ActorSystem
+	Cluster *pcluster.Cluster
+}
+
+// StartEmbedded starts a single-member cluster in this process with the
+// in-memory provider: no services to install. Its remote endpoint binds to
+// 127.0.0.1 on a free port. Proto.Actor logs through log.
+func StartEmbedded(name string, kinds []*pcluster.Kind, log *logrus.Logger) (n *Node, err error) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return NewSlogLogger(log)
+	}))
+	cfg := pcluster.Configure(name, test.NewTestProvider(test.NewInMemAgent()), disthash.New(),
+		remote.Configure("127.0.0.1", 0), pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(10*time.Second))
+	c := pcluster.New(sys, cfg)
+	defer func() { // StartMember panics on a busy port or a provider error
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cluster: starting embedded member: %v", r)
+		}
+	}()
+	c.StartMember()
+	return &Node{System: sys, Cluster: c}, nil
+}
+
+// Stop leaves the cluster. An embedded member has no one to hand over to,
+// so it stops at once.
+func (n *Node) Stop() {
+	n.Cluster.Shutdown(false)
+}

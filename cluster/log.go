@@ -1,0 +1,78 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/sirupsen/logrus"
+)
+
+// slogHandler routes Proto.Actor's slog records into logrus, so that one
+// process has one log format.
+type slogHandler struct {
+	log    *logrus.Logger
+	fields logrus.Fields
+	group  string
+}
+
+// NewSlogLogger returns an slog.Logger that writes through log.
+func NewSlogLogger(log *logrus.Logger) *slog.Logger {
+	return slog.New(&slogHandler{log: log, fields: logrus.Fields{}})
+}
+
+func level(l slog.Level) logrus.Level {
+	switch {
+	case l >= slog.LevelError:
+		return logrus.ErrorLevel
+	case l >= slog.LevelWarn:
+		return logrus.WarnLevel
+	case l >= slog.LevelInfo:
+		return logrus.InfoLevel
+	default:
+		return logrus.DebugLevel
+	}
+}
+
+func (h *slogHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return h.log.IsLevelEnabled(level(l))
+}
+
+func (h *slogHandler) Handle(_ context.Context, r slog.Record) error {
+	fields := make(logrus.Fields, len(h.fields)+r.NumAttrs())
+	for k, v := range h.fields {
+		fields[k] = v
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		h.add(fields, a)
+		return true
+	})
+	h.log.WithFields(fields).WithTime(r.Time).Log(level(r.Level), r.Message)
+	return nil
+}
+
+func (h *slogHandler) add(fields logrus.Fields, a slog.Attr) {
+	key := a.Key
+	if h.group != "" {
+		key = h.group + "." + key
+	}
+	fields[key] = a.Value.Resolve().Any()
+}
+
+func (h *slogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	n := &slogHandler{log: h.log, fields: make(logrus.Fields, len(h.fields)+len(attrs)), group: h.group}
+	for k, v := range h.fields {
+		n.fields[k] = v
+	}
+	for _, a := range attrs {
+		h.add(n.fields, a)
+	}
+	return n
+}
+
+func (h *slogHandler) WithGroup(name string) slog.Handler {
+	g := name
+	if h.group != "" {
+		g = h.group + "." + name
+	}
+	return &slogHandler{log: h.log, fields: h.fields, group: g}
+}
