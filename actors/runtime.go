@@ -182,10 +182,10 @@ func AckerIdentity(n int) string { return fmt.Sprintf("acker/%d", n) }
 // Progress is a snapshot of a run, summed over tasks.
 type Progress struct {
 	Roots, Completed, Failed, TimedOut, Replayed, DeadLettered uint64
-	InFlight, PeakInFlight                                      uint64
-	Tuples                                                      uint64 // emitted, roots included
-	Total                                                       int64  // roots the sources will yield, -1 if unknown
-	Elapsed                                                     time.Duration
+	InFlight, PeakInFlight                                     uint64
+	Tuples                                                     uint64 // emitted, roots included
+	Total                                                      int64  // roots the sources will yield, -1 if unknown
+	Elapsed                                                    time.Duration
 }
 
 // AckerStats is one acker's share of a run.
