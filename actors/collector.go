@@ -37,6 +37,7 @@ type Collector struct {
 	rng     *rand.Rand
 	rr      []int                  // shuffle position per output
 	batches []*messages.TupleBatch // per target task, nil when empty
+	sizes   []int                  // per target task, the size of the last batch sent
 	dirty   []uint32               // targets with a batch to send
 	acks    map[uint64]uint64      // folded delta per root
 	fails   []uint64
@@ -54,6 +55,7 @@ func newCollector(e *env, task uint32, send func(uint32, *messages.TupleBatch),
 		rng:     rand.New(rand.NewPCG(e.cfg.Seed, uint64(task)+1)),
 		rr:      make([]int, len(c.outputs)),
 		batches: make([]*messages.TupleBatch, e.topo.Tasks()),
+		sizes:   make([]int, e.topo.Tasks()),
 		acks:    map[uint64]uint64{},
 	}
 }
@@ -169,7 +171,9 @@ func fnv32(s string) uint32 {
 func (c *Collector) batch(target uint32) *messages.TupleBatch {
 	b := c.batches[target]
 	if b == nil {
-		n := c.env.cfg.BatchSize
+		// Size the arrays like the last batch to this target: a batch sent
+		// after a few tuples must not cost a full batch of memory.
+		n := min(c.env.cfg.BatchSize, max(8, c.sizes[target]))
 		b = &messages.TupleBatch{
 			FromTask:     c.task,
 			AnchorCounts: make([]uint32, 0, n),
@@ -192,9 +196,14 @@ func (c *Collector) append(target uint32, b *messages.TupleBatch, anchors int, v
 	b.Values = append(b.Values, values...)
 	c.emitted++
 	if len(b.AnchorCounts) >= c.env.cfg.BatchSize {
-		c.batches[target] = nil
-		c.send(target, b)
+		c.sendBatch(target, b)
 	}
+}
+
+func (c *Collector) sendBatch(target uint32, b *messages.TupleBatch) {
+	c.batches[target] = nil
+	c.sizes[target] = len(b.AnchorCounts)
+	c.send(target, b)
 }
 
 // Ack marks t processed. Its delta, its id XOR the ids of the tuples emitted
@@ -230,8 +239,7 @@ func (c *Collector) Fail(t *Tuple) {
 func (c *Collector) flush() {
 	for _, target := range c.dirty {
 		if b := c.batches[target]; b != nil {
-			c.batches[target] = nil
-			c.send(target, b)
+			c.sendBatch(target, b)
 		}
 	}
 	c.dirty = c.dirty[:0]

@@ -230,7 +230,11 @@ func (s *spoutTask) completed(m *messages.Completed) {
 		s.st.Completed++
 		s.src.Done(p.id)
 	}
-	s.pull()
+	// Refill in batches, not a root at a time: small pulls make small
+	// tuple batches all the way down.
+	if s.env.cfg.MaxPending-len(s.pending) >= min(s.env.cfg.BatchSize, s.env.cfg.MaxPending/2+1) || s.exhausted {
+		s.pull()
+	}
 }
 
 func (s *spoutTask) failed(m *messages.Failed) {
