@@ -24,10 +24,11 @@ type Tuple struct {
 // tracking is off). Do not modify the slice.
 func (t *Tuple) Roots() []uint64 { return t.springs }
 
-// Collector is how user code emits, acks and fails. It folds ack deltas per
-// root and batches tuples per target task and deltas per acker; the task
-// flushes it after each input batch, and it flushes itself when a batch is
-// full.
+// Collector is how user code emits, acks and fails. It batches tuples per
+// target task and ack deltas per acker, folding the deltas of a root that
+// follow each other (the words of one line arrive together) into one entry;
+// the task flushes it after each input batch, and it flushes itself when a
+// batch is full.
 type Collector struct {
 	env  *env
 	task uint32
@@ -39,7 +40,7 @@ type Collector struct {
 	batches []*messages.TupleBatch // per target task, nil when empty
 	sizes   []int                  // per target task, the size of the last batch sent
 	dirty   []uint32               // targets with a batch to send
-	acks    map[uint64]uint64      // folded delta per root
+	acks    []*messages.AckBatch   // per acker, under way
 	fails   []uint64
 	ackOut  func(acker int, m *messages.AckBatch)
 	failOut func(acker int, m *messages.FailRoot)
@@ -56,7 +57,7 @@ func newCollector(e *env, task uint32, send func(uint32, *messages.TupleBatch),
 		rr:      make([]int, len(c.outputs)),
 		batches: make([]*messages.TupleBatch, e.topo.Tasks()),
 		sizes:   make([]int, e.topo.Tasks()),
-		acks:    map[uint64]uint64{},
+		acks:    make([]*messages.AckBatch, e.cfg.Ackers),
 	}
 }
 
@@ -215,10 +216,28 @@ func (c *Collector) Ack(t *Tuple) {
 	t.done = true
 	c.acked++
 	for i, r := range t.springs {
-		c.acks[r] ^= t.ids[i] ^ t.outXor
+		c.fold(r, t.ids[i]^t.outXor)
 	}
-	if len(c.acks) >= c.env.cfg.BatchSize {
-		c.flushAcks()
+}
+
+// fold adds a delta for root r to its acker's batch, into the last entry
+// when that is r's too.
+func (c *Collector) fold(r, d uint64) {
+	a := int(r % uint64(len(c.acks)))
+	b := c.acks[a]
+	if b == nil {
+		b = &messages.AckBatch{SpringIds: make([]uint64, 0, 64), XorDeltas: make([]uint64, 0, 64)}
+		c.acks[a] = b
+	}
+	if n := len(b.SpringIds); n > 0 && b.SpringIds[n-1] == r {
+		b.XorDeltas[n-1] ^= d
+		return
+	}
+	b.SpringIds = append(b.SpringIds, r)
+	b.XorDeltas = append(b.XorDeltas, d)
+	if len(b.SpringIds) >= c.env.cfg.BatchSize {
+		c.acks[a] = nil
+		c.ackOut(a, b)
 	}
 }
 
@@ -248,26 +267,10 @@ func (c *Collector) flush() {
 }
 
 func (c *Collector) flushAcks() {
-	if len(c.acks) == 0 {
-		return
-	}
-	n := c.env.cfg.Ackers
-	out := make([]*messages.AckBatch, n)
-	for r, d := range c.acks {
-		if d == 0 { // folds that cancel change nothing
-			continue
-		}
-		a := int(r % uint64(n))
-		if out[a] == nil {
-			out[a] = &messages.AckBatch{}
-		}
-		out[a].SpringIds = append(out[a].SpringIds, r)
-		out[a].XorDeltas = append(out[a].XorDeltas, d)
-	}
-	clear(c.acks)
-	for a, m := range out {
-		if m != nil {
-			c.ackOut(a, m)
+	for a, b := range c.acks {
+		if b != nil {
+			c.acks[a] = nil
+			c.ackOut(a, b)
 		}
 	}
 }

@@ -47,7 +47,8 @@ type spoutTask struct {
 	reporter *actor.PID
 	cancel   scheduler.CancelFunc
 
-	pending   map[uint64]*pendingRoot // by springId
+	pending   map[uint64]pendingRoot // by springId
+	deadline  time.Time              // for roots emitted now: set once per pull or replay round
 	seq       uint64
 	tracks    []*messages.Track // per acker, under way
 	started   bool
@@ -94,7 +95,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	s.res = resolver{c: m.Cluster}
 	s.root = ctx.ActorSystem().Root
 	s.self = ctx.Self()
-	s.pending = map[uint64]*pendingRoot{}
+	s.pending = map[uint64]pendingRoot{}
 	s.tracks = make([]*messages.Track, s.env.cfg.Ackers)
 	s.seq = randomSeq()
 	s.st.Task = task
@@ -135,6 +136,7 @@ func (s *spoutTask) pull() {
 		return
 	}
 	wait := time.Duration(0)
+	s.setDeadline()
 	for n := 0; n < s.env.cfg.BatchSize && !s.exhausted && len(s.pending) < s.env.cfg.MaxPending; n++ {
 		r, err := s.src.Next()
 		switch {
@@ -176,7 +178,7 @@ func (s *spoutTask) emit(id uint64, payload string, attempt int) {
 	springID := uint64(s.task)<<springBits | s.seq&(1<<springBits-1)
 	initXor, err := s.col.emitRoot(springID, payload)
 	if err != nil {
-		s.deadLetter(&pendingRoot{id: id, attempt: attempt}, payload, err.Error())
+		s.deadLetter(pendingRoot{id: id, attempt: attempt}, payload, err.Error())
 		return
 	}
 	if !s.env.tracking() {
@@ -184,7 +186,7 @@ func (s *spoutTask) emit(id uint64, payload string, attempt int) {
 		s.src.Done(id)
 		return
 	}
-	s.pending[springID] = &pendingRoot{id: id, attempt: attempt, deadline: s.env.now().Add(s.env.cfg.spoutDeadline())}
+	s.pending[springID] = pendingRoot{id: id, attempt: attempt, deadline: s.deadline}
 	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(len(s.pending)))
 	a := springID % uint64(s.env.cfg.Ackers)
 	t := s.tracks[a]
@@ -194,6 +196,11 @@ func (s *spoutTask) emit(id uint64, payload string, attempt int) {
 	}
 	t.SpringIds = append(t.SpringIds, springID)
 	t.InitXors = append(t.InitXors, initXor)
+}
+
+// setDeadline reads the clock once for a round of emissions.
+func (s *spoutTask) setDeadline() {
+	s.deadline = s.env.now().Add(s.env.cfg.spoutDeadline())
 }
 
 func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
@@ -242,6 +249,7 @@ func (s *spoutTask) failed(m *messages.Failed) {
 	if m.Reason == messages.FailReason_FAIL_REASON_TIMEOUT {
 		reason = "timed out at its acker"
 	}
+	s.setDeadline()
 	for _, id := range m.SpringIds {
 		p, ok := s.pending[id]
 		if !ok {
@@ -259,7 +267,7 @@ func (s *spoutTask) failed(m *messages.Failed) {
 }
 
 // retry replays a failed root, or dead-letters it after MaxReplays replays.
-func (s *spoutTask) retry(p *pendingRoot, reason string) {
+func (s *spoutTask) retry(p pendingRoot, reason string) {
 	payload, err := s.src.Replay(p.id)
 	switch {
 	case err != nil:
@@ -272,7 +280,7 @@ func (s *spoutTask) retry(p *pendingRoot, reason string) {
 	}
 }
 
-func (s *spoutTask) deadLetter(p *pendingRoot, payload, reason string) {
+func (s *spoutTask) deadLetter(p pendingRoot, payload, reason string) {
 	s.st.DeadLettered++
 	s.env.cfg.DeadLetters.DeadLetter(DeadLetter{Component: s.info.Component, Task: s.task, RootID: p.id,
 		Payload: payload, Attempts: p.attempt + 1, Reason: reason})
@@ -283,6 +291,7 @@ func (s *spoutTask) deadLetter(p *pendingRoot, payload, reason string) {
 // reports progress.
 func (s *spoutTask) tick() {
 	now := s.env.now()
+	s.setDeadline()
 	for id, p := range s.pending {
 		if now.After(p.deadline) {
 			delete(s.pending, id)

@@ -1,0 +1,368 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// MaxLineBytes is the longest line, without its "\n" or "\r\n", that the
+// file and reader sources accept. A longer line is an error wrapping
+// ErrLineTooLong rather than an unbounded allocation.
+const MaxLineBytes = 16 << 20
+
+// ErrLineTooLong is wrapped by the error a source returns for a line longer
+// than MaxLineBytes.
+var ErrLineTooLong = errors.New("line too long")
+
+// ErrUnknownRoot is wrapped by the error Replay returns for an ID the source
+// never handed out, or one it has already forgotten.
+var ErrUnknownRoot = errors.New("unknown root")
+
+// fileBufSize is the size of the buffered reader of a file or reader source
+// and of the chunks read by the line count at open.
+const fileBufSize = 64 << 10
+
+// File returns a Factory for the file at path, in which each non-empty line
+// is one root. Lines end in "\n"; one trailing "\r" is stripped, so CRLF files
+// work; empty lines are skipped; the last line needs no terminator.
+//
+// With tasks parallel tasks the file is split by byte ranges like Hadoop input
+// splits: task i covers bytes [i*size/tasks, (i+1)*size/tasks), and a line
+// belongs to the task whose range contains the line's first byte. Every line is
+// therefore read by exactly one task, even if it reaches into the next range.
+//
+// Root.ID is the byte offset of the line's start. Replay re-reads the line at
+// that offset, so no payload is kept in memory. Total is the number of
+// non-empty lines in the task's split, counted by a scan of the split at open.
+func File(path string) Factory {
+	return func(task, tasks int) (Source, error) {
+		if err := checkTask(task, tasks); err != nil {
+			return nil, fmt.Errorf("source: file %s: %w", path, err)
+		}
+		return openFile(path, task, tasks)
+	}
+}
+
+// checkTask validates the task numbers a Factory receives.
+func checkTask(task, tasks int) error {
+	if tasks < 1 {
+		return fmt.Errorf("tasks is %d, want at least 1", tasks)
+	}
+	if task < 0 || task >= tasks {
+		return fmt.Errorf("task is %d, want 0 <= task < %d", task, tasks)
+	}
+	return nil
+}
+
+// splitPoint returns i*size/tasks rounded down, without overflowing.
+func splitPoint(size int64, i, tasks int) int64 {
+	n, k := int64(i), int64(tasks)
+	return n*(size/k) + n*(size%k)/k
+}
+
+// fileSource is the Source of one task of File.
+type fileSource struct {
+	path  string
+	f     *os.File
+	start int64 // first byte of the task's range
+	end   int64 // first byte after the task's range
+	pos   int64 // offset of the next line to read
+	total int64
+	lines lineReader
+	rbuf  []byte // scratch of Replay
+	err   error  // sticky error of Next
+}
+
+func openFile(path string, task, tasks int) (Source, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("source: file %s: %w", path, err)
+	}
+	s, err := newFileSource(path, f, task, tasks)
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("source: file %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func newFileSource(path string, f *os.File, task, tasks int) (*fileSource, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (mode %s); byte-range splits need one", info.Mode())
+	}
+	size := info.Size()
+	s := &fileSource{
+		path:  path,
+		f:     f,
+		start: splitPoint(size, task, tasks),
+		end:   splitPoint(size, task+1, tasks),
+	}
+	// Find the first line that starts in [start, end): the line containing
+	// byte start-1 belongs to an earlier task, so skip through its '\n'.
+	from := s.start
+	if from > 0 {
+		from--
+	}
+	br := bufio.NewReaderSize(io.NewSectionReader(f, from, size-from), fileBufSize)
+	s.pos = from
+	if s.start > 0 {
+		n, err := skipLine(br, s.end-from)
+		s.pos += n
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+	}
+	s.lines.br = br
+	if s.total, err = countLines(f, s.pos, s.end, size); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// skipLine discards bytes through the next '\n' and returns how many. It
+// gives up once it has discarded limit bytes: no line of the split starts
+// before the '\n' then, and the caller only compares the count with limit.
+func skipLine(br *bufio.Reader, limit int64) (int64, error) {
+	var n int64
+	for n < limit {
+		chunk, err := br.ReadSlice('\n')
+		n += int64(len(chunk))
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// countLines counts the non-empty lines that start in [from, end), given that
+// from is the start of a line (or >= end). It reads at most up to end+1,
+// enough to tell whether a line starting at end-1 is "\r\n".
+func countLines(f io.ReaderAt, from, end, size int64) (int64, error) {
+	limit := min(end+1, size)
+	buf := make([]byte, min(fileBufSize, max(limit-from, 0)))
+	var n int64
+	atStart := true    // offset pos+i starts a line
+	pendingCR := false // a line started with '\r'; its emptiness depends on the next byte
+	for pos := from; pos < limit; {
+		k, err := f.ReadAt(buf[:min(int64(len(buf)), limit-pos)], pos)
+		chunk := buf[:k]
+		for i := 0; i < len(chunk); {
+			if pendingCR {
+				pendingCR = false
+				if chunk[i] != '\n' {
+					n++ // "\r" followed by more text
+				}
+			} else if atStart {
+				if pos+int64(i) >= end {
+					return n, nil
+				}
+				switch chunk[i] {
+				case '\n':
+					i++ // an empty line
+					continue
+				case '\r':
+					pendingCR = true
+					atStart = false
+					i++
+					continue
+				default:
+					n++
+				}
+			}
+			atStart = false
+			j := bytes.IndexByte(chunk[i:], '\n')
+			if j < 0 {
+				break
+			}
+			i += j + 1
+			atStart = true
+		}
+		pos += int64(k)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	// A pending "\r" here is the last byte of the file: an empty line.
+	return n, nil
+}
+
+// Next returns the next non-empty line of the split.
+func (s *fileSource) Next() (Root, error) {
+	if s.err != nil {
+		return Root{}, s.err
+	}
+	for s.pos < s.end {
+		off := s.pos
+		line, n, err := s.lines.next()
+		s.pos += n
+		if errors.Is(err, io.EOF) {
+			break // the file shrank since open
+		}
+		if err != nil {
+			if errors.Is(err, ErrLineTooLong) {
+				err = fmt.Errorf("line at offset %d: %w", off, err)
+			}
+			s.err = fmt.Errorf("source: file %s: %w", s.path, err)
+			return Root{}, s.err
+		}
+		if len(line) == 0 {
+			continue
+		}
+		return Root{ID: uint64(off), Payload: string(line)}, nil
+	}
+	return Root{}, io.EOF
+}
+
+// Replay re-reads the line starting at byte offset id, which must be the start
+// of a non-empty line in this task's split.
+func (s *fileSource) Replay(id uint64) (string, error) {
+	line, err := s.replay(id)
+	if err != nil {
+		return "", fmt.Errorf("source: file %s: %w", s.path, err)
+	}
+	return line, nil
+}
+
+func (s *fileSource) replay(id uint64) (string, error) {
+	if s.f == nil {
+		return "", os.ErrClosed
+	}
+	if id < uint64(s.start) || id >= uint64(s.end) {
+		return "", fmt.Errorf("offset %d is outside this task's split [%d, %d): %w", id, s.start, s.end, ErrUnknownRoot)
+	}
+	off := int64(id)
+	if off > 0 {
+		var prev [1]byte
+		if _, err := s.f.ReadAt(prev[:], off-1); err != nil {
+			return "", fmt.Errorf("offset %d: %w", off, err)
+		}
+		if prev[0] != '\n' {
+			return "", fmt.Errorf("offset %d does not start a line: %w", off, ErrUnknownRoot)
+		}
+	}
+	const chunk = 4096
+	buf := s.rbuf[:0]
+	for pos := off; ; {
+		buf = slices.Grow(buf, chunk)
+		k, err := s.f.ReadAt(buf[len(buf):len(buf)+chunk], pos)
+		read := buf[len(buf) : len(buf)+k]
+		if j := bytes.IndexByte(read, '\n'); j >= 0 {
+			buf = buf[:len(buf)+j]
+			break
+		}
+		buf = buf[:len(buf)+k]
+		pos += int64(k)
+		if len(buf) > MaxLineBytes+1 || errors.Is(err, io.EOF) { // +1 for a '\r'
+
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("offset %d: %w", off, err)
+		}
+	}
+	if cap(buf) <= fileBufSize {
+		s.rbuf = buf[:0] // reuse small buffers only
+	}
+	line := trimCR(buf)
+	if len(line) > MaxLineBytes {
+		return "", fmt.Errorf("line at offset %d: %w", off, ErrLineTooLong)
+	}
+	if len(line) == 0 {
+		return "", fmt.Errorf("offset %d starts an empty line, not a root: %w", off, ErrUnknownRoot)
+	}
+	return string(line), nil
+}
+
+// Done does nothing: a file source keeps no payloads.
+func (s *fileSource) Done(uint64) {}
+
+// Total is the number of non-empty lines in this task's split.
+func (s *fileSource) Total() int64 { return s.total }
+
+// Close closes the file. Calling it again does nothing.
+func (s *fileSource) Close() error {
+	if s.f == nil {
+		return nil
+	}
+	err := s.f.Close()
+	s.f = nil
+	s.err = fmt.Errorf("source: file %s: %w", s.path, os.ErrClosed)
+	if err != nil {
+		return fmt.Errorf("source: file %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// lineReader reads lines from a bufio.Reader. Lines that fit its buffer are
+// returned as slices of it; longer ones are joined in a reused scratch buffer.
+type lineReader struct {
+	br      *bufio.Reader
+	scratch []byte
+}
+
+// next returns the next line without its "\n" and with one trailing "\r"
+// removed, valid until the next call, and the number of bytes consumed. It
+// returns io.EOF only when no bytes are left, and an error wrapping
+// ErrLineTooLong for a line longer than MaxLineBytes.
+func (l *lineReader) next() ([]byte, int64, error) {
+	if cap(l.scratch) > fileBufSize {
+		l.scratch = nil // do not keep a huge line's buffer around
+	}
+	l.scratch = l.scratch[:0]
+	var n int64
+	for {
+		chunk, err := l.br.ReadSlice('\n')
+		n += int64(len(chunk))
+		switch {
+		case err == nil:
+			return l.finish(chunk[:len(chunk)-1], n)
+		case errors.Is(err, bufio.ErrBufferFull):
+			l.scratch = append(l.scratch, chunk...)
+			if len(l.scratch) > MaxLineBytes+1 { // +1 for a '\r'
+				return nil, n, ErrLineTooLong
+			}
+		case errors.Is(err, io.EOF):
+			if n == 0 {
+				return nil, 0, io.EOF
+			}
+			return l.finish(chunk, n)
+		default:
+			return nil, n, err
+		}
+	}
+}
+
+// finish joins the last chunk of a line to the ones in scratch, strips a
+// "\r" and checks the length.
+func (l *lineReader) finish(chunk []byte, n int64) ([]byte, int64, error) {
+	line := chunk
+	if len(l.scratch) > 0 {
+		l.scratch = append(l.scratch, chunk...)
+		line = l.scratch
+	}
+	line = trimCR(line)
+	if len(line) > MaxLineBytes {
+		return nil, n, ErrLineTooLong
+	}
+	return line, n, nil
+}
+
+// trimCR removes one trailing '\r'.
+func trimCR(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] == '\r' {
+		return b[:len(b)-1]
+	}
+	return b
+}

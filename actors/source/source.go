@@ -1,0 +1,41 @@
+// Package source provides where root tuples come from: a file (one line is one
+// root), standard input and a seeded generator of Zipf-distributed words.
+//
+// A Source is driven by one spout task actor and is never used from two
+// goroutines at once. Next must not block for long: a source that waits on
+// the outside world (stdin) reads in its own goroutine and answers
+// ErrNotReady while nothing has arrived, so the spout can keep serving acks.
+package source
+
+import "errors"
+
+// ErrNotReady means no root is available right now; ask again later.
+var ErrNotReady = errors.New("source: no root ready")
+
+// Root is one root tuple as a source hands it out. ID identifies the root
+// within its source (a file offset, a sequence number) and is what Replay and
+// Done take; it stays the same across replays.
+type Root struct {
+	ID      uint64
+	Payload string
+}
+
+// Source yields root tuples for one spout task.
+type Source interface {
+	// Next returns the next root, io.EOF once the source is exhausted, or
+	// ErrNotReady when nothing is available yet.
+	Next() (Root, error)
+	// Replay returns the payload of a root handed out earlier, to emit it
+	// again after a failure. A file source re-reads the line at its offset.
+	Replay(id uint64) (string, error)
+	// Done tells the source that a root finished (or was dead-lettered) and
+	// will not be replayed; sources that keep payloads may forget it.
+	Done(id uint64)
+	// Total is the number of roots this source will yield, or -1 if unknown.
+	Total() int64
+	// Close releases files and goroutines.
+	Close() error
+}
+
+// Factory opens the source of spout task `task` out of `tasks` parallel tasks.
+type Factory func(task, tasks int) (Source, error)
