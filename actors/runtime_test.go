@@ -129,7 +129,7 @@ func quietLog() *logrus.Logger {
 }
 
 // startMember starts a single-member in-memory cluster for rt.
-func startMember(t *testing.T, rt *Runtime) *cluster.Cluster {
+func startMember(t testing.TB, rt *Runtime) *cluster.Cluster {
 	t.Helper()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
