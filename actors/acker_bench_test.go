@@ -13,7 +13,7 @@ import (
 // idleSource never yields a root: the benchmark's spout only hears back.
 type idleSource struct{}
 
-func (idleSource) Next() (source.Root, error)     { return source.Root{}, io.EOF }
+func (idleSource) Next() (source.Root, error)    { return source.Root{}, io.EOF }
 func (idleSource) Replay(uint64) (string, error) { return "", io.EOF }
 func (idleSource) Done(uint64)                   {}
 func (idleSource) Total() int64                  { return 0 }
