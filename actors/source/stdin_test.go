@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,7 +233,9 @@ func TestReaderCloseStopsGoroutine(t *testing.T) {
 	t.Run("blocked in Read until data arrives", func(t *testing.T) {
 		defer goleak.VerifyNone(t)
 		pr, pw := io.Pipe()
-		src := openReader(t, pr)
+		r := &enteredReader{r: pr, entered: make(chan struct{})}
+		src := openReader(t, r)
+		<-r.entered // the goroutine is in Read
 		if err := src.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -242,4 +245,16 @@ func TestReaderCloseStopsGoroutine(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// enteredReader closes entered when Read is first called.
+type enteredReader struct {
+	r       io.Reader
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (e *enteredReader) Read(p []byte) (int, error) {
+	e.once.Do(func() { close(e.entered) })
+	return e.r.Read(p)
 }
