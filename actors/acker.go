@@ -35,6 +35,8 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		a.init(ctx, m)
+	case *actor.Terminated:
+		a.res.forget(m.Who)
 	case *messages.Track:
 		a.track(m)
 	case *messages.AckBatch:
@@ -70,7 +72,7 @@ func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	expect := e.cfg.MaxPending * spoutTasks / max(e.cfg.Ackers, 1) * 5 / 4
 	a.id = m.Identity.Identity
 	a.l = ledger.New(ledger.Config{Generations: e.cfg.Generations, ExpectedInFlight: expect})
-	a.res = resolver{c: m.Cluster}
+	a.res = newResolver(ctx, m.Cluster)
 	a.root = ctx.ActorSystem().Root
 	a.completed = map[uint32][]uint64{}
 	a.failed = map[uint32][]uint64{}

@@ -32,6 +32,8 @@ func (p *processorTask) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		p.init(ctx, m)
+	case *actor.Terminated:
+		p.res.forget(m.Who)
 	case *messages.TupleBatch:
 		p.batch(m)
 	case *messages.Drain:
@@ -47,7 +49,7 @@ func (p *processorTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	}
 	p.task, p.info = task, p.env.topo.taskInfo(task)
 	p.st.Task = task
-	p.res = resolver{c: m.Cluster}
+	p.res = newResolver(ctx, m.Cluster)
 	p.root = ctx.ActorSystem().Root
 	p.drained = map[uint32]bool{}
 	p.col = newCollector(p.env, task, p.sendTuples, p.sendAcks, p.sendFails)

@@ -346,10 +346,26 @@ func pidOf(p *messages.Pid) *actor.PID {
 	return actor.NewPID(p.Address, p.Id)
 }
 
-// resolver finds and caches the PIDs of virtual actors.
+// resolver finds and caches the PIDs of virtual actors. It watches every
+// PID it hands out, so that the owner forgets one whose actor stopped (the
+// next get re-activates the grain, on whichever member now owns it).
 type resolver struct {
 	c     *cluster.Cluster
+	watch func(*actor.PID)
 	cache map[string]*actor.PID
+}
+
+func newResolver(ctx actor.Context, c *cluster.Cluster) resolver {
+	return resolver{c: c, watch: ctx.Watch}
+}
+
+// forget drops a PID whose actor terminated.
+func (r *resolver) forget(who *actor.PID) {
+	for k, p := range r.cache {
+		if p.Equal(who) {
+			delete(r.cache, k)
+		}
+	}
 }
 
 func (r *resolver) get(kind, identity string) *actor.PID {
@@ -363,6 +379,7 @@ func (r *resolver) get(kind, identity string) *actor.PID {
 	p := r.c.Get(identity, kind)
 	if p != nil {
 		r.cache[key] = p
+		r.watch(p)
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -206,5 +207,164 @@ func TestRunWordCount(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sinkTopology is lines -> one processor component running proc.
+func sinkTopology(t *testing.T, lines []string, proc func(TaskInfo) (Processor, error)) *Topology {
+	t.Helper()
+	var b Builder
+	var mu sync.Mutex
+	b.Spout("lines", 1, func(task, tasks int) (source.Source, error) {
+		return &memSource{lines: lines, mu: &mu, done: map[uint64]int{}}, nil
+	})
+	b.Processor("p", 2, proc).Shuffle("lines")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+// procFunc adapts a function to Processor.
+type procFunc func(t *Tuple, c *Collector)
+
+func (f procFunc) Process(t *Tuple, c *Collector) { f(t, c) }
+
+type sinkRecorder struct {
+	mu  sync.Mutex
+	got []DeadLetter
+}
+
+func (s *sinkRecorder) DeadLetter(d DeadLetter) {
+	s.mu.Lock()
+	s.got = append(s.got, d)
+	s.mu.Unlock()
+}
+
+func testConfig(ackers int) Config {
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.MaxPending, cfg.BatchSize = ackers, 64, 16
+	cfg.Timeout, cfg.ReportEvery, cfg.Log = 300*time.Millisecond, 20*time.Millisecond, quietLog()
+	return cfg
+}
+
+func numbered(n int, special map[int]string) []string {
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("line %d", i)
+		if s, ok := special[i]; ok {
+			lines[i] = s
+		}
+	}
+	return lines
+}
+
+// TestPoisonRootIsDeadLettered: a root that always fails is replayed
+// MaxReplays times, then handed to the dead-letter sink with its reason;
+// every other root completes (Storm's STORM-618 loops forever instead).
+func TestPoisonRootIsDeadLettered(t *testing.T) {
+	lines := numbered(500, map[int]string{123: "poison"})
+	topo := sinkTopology(t, lines, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) {
+			if tu.Values[0] == "poison" {
+				c.Fail(tu)
+				return
+			}
+			c.Ack(tu)
+		}), nil
+	})
+	sink := &sinkRecorder{}
+	cfg := testConfig(2)
+	cfg.MaxReplays, cfg.DeadLetters = 2, sink
+	rt, err := New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := rt.Run(context.Background(), startMember(t, rt), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Completed != 499 || st.DeadLettered != 1 || st.Replayed != 2 || st.Failed != 3 {
+		t.Fatalf("stats %+v", st.Progress)
+	}
+	if len(sink.got) != 1 || sink.got[0].RootID != 123 || sink.got[0].Attempts != 3 ||
+		sink.got[0].Payload != "poison" || !strings.Contains(sink.got[0].Reason, "failed by a processor after 2 replays") {
+		t.Fatalf("dead letters %+v", sink.got)
+	}
+}
+
+// TestLateAckOfEarlierAttempt: a processor holds the first attempt of a
+// root past its timeout and acks it only after the replay arrived; the late
+// ack completes nothing and the replay completes once.
+func TestLateAckOfEarlierAttempt(t *testing.T) {
+	lines := numbered(200, map[int]string{50: "slow"})
+	var mu sync.Mutex
+	var held *Tuple
+	topo := sinkTopology(t, lines, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) {
+			if tu.Values[0] != "slow" {
+				c.Ack(tu)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if held == nil {
+				held = tu // first attempt: keep it, unacked
+				return
+			}
+			c.Ack(tu)
+			c.Ack(held) // late: its root was failed and replayed since
+		}), nil
+	})
+	cfg := testConfig(1)
+	rt, err := New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := rt.Run(context.Background(), startMember(t, rt), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Completed != 200 || st.Replayed != 1 || st.TimedOut != 1 || st.DeadLettered != 0 {
+		t.Fatalf("stats %+v", st.Progress)
+	}
+	if st.Ackers[0].Completed != 200 {
+		t.Fatalf("acker completed %d records, want 200", st.Ackers[0].Completed)
+	}
+}
+
+// TestSpoutDeadlineReplaysWhenAckerDies stops an acker mid-run: its records
+// are gone, and the re-activated acker never sees those inits, so only the
+// spout's own deadline can replay those roots. Every root still completes.
+func TestSpoutDeadlineReplaysWhenAckerDies(t *testing.T) {
+	lines := numbered(2000, nil)
+	topo := sinkTopology(t, lines, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) {
+			time.Sleep(200 * time.Microsecond)
+			c.Ack(tu)
+		}), nil
+	})
+	cfg := testConfig(2)
+	rt, err := New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startMember(t, rt)
+	killed := false
+	st, err := rt.Run(context.Background(), c, func(p Progress) {
+		if !killed && p.Completed > 200 {
+			killed = true
+			c.ActorSystem.Root.Stop(c.Get(AckerIdentity(0), KindAcker))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !killed {
+		t.Fatal("the run ended before the acker could be stopped")
+	}
+	if st.Completed != 2000 || st.DeadLettered != 0 || st.TimedOut == 0 || st.Replayed == 0 {
+		t.Fatalf("stats %+v", st.Progress)
 	}
 }

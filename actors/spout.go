@@ -62,6 +62,8 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		s.init(ctx, m)
+	case *actor.Terminated:
+		s.res.forget(m.Who)
 	case *messages.StartSpout:
 		s.start(ctx, m)
 	case *pull:
@@ -92,7 +94,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 		return
 	}
 	s.task, s.info = task, s.env.topo.taskInfo(task)
-	s.res = resolver{c: m.Cluster}
+	s.res = newResolver(ctx, m.Cluster)
 	s.root = ctx.ActorSystem().Root
 	s.self = ctx.Self()
 	s.pending = map[uint64]pendingRoot{}

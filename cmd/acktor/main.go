@@ -1,0 +1,75 @@
+// Command acktor is the one binary: the word count of the paper's
+// experiment 4 today; node, ackers, status, query and bench as they land.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/pprof"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a one-line reason and an exit status.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func main() {
+	err := newRoot().Execute()
+	if err == nil {
+		return
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		fmt.Fprintln(os.Stderr, "acktor:", ee.msg)
+		os.Exit(ee.code)
+	}
+	fmt.Fprintln(os.Stderr, "acktor:", err)
+	os.Exit(2)
+}
+
+func newRoot() *cobra.Command {
+	var level, cpuprofile string
+	var stopProfile func()
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	root := &cobra.Command{
+		Use:           "acktor",
+		Short:         "Reliable tuple tracking and a stream speed layer on Proto.Actor",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := logrus.ParseLevel(level)
+			if err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			log.SetLevel(l)
+			if cpuprofile != "" {
+				fh, err := os.Create(cpuprofile)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				if err := pprof.StartCPUProfile(fh); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				stopProfile = func() { pprof.StopCPUProfile(); _ = fh.Close() }
+			}
+			return nil
+		},
+		PersistentPostRun: func(*cobra.Command, []string) {
+			if stopProfile != nil {
+				stopProfile()
+			}
+		},
+	}
+	root.PersistentFlags().StringVar(&level, "log-level", "warning", "log level: debug, info, warning, error")
+	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the command to this file")
+	root.AddCommand(newWordcount(log))
+	return root
+}

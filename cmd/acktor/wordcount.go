@@ -1,0 +1,315 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/cluster"
+	"github.com/acktor/acktor/examples/wordcount"
+)
+
+type wordcountFlags struct {
+	input, output, stats      string
+	generate                  int64
+	ackers, spouts, splitters int
+	counters, maxPending      int
+	maxReplays, batch         int
+	timeout                   time.Duration
+	failRate, dropRate        float64
+	seed                      uint64
+	progress                  string
+}
+
+func newWordcount(log *logrus.Logger) *cobra.Command {
+	var f wordcountFlags
+	cmd := &cobra.Command{
+		Use:   "wordcount --input FILE",
+		Short: "Count the words of a text with every line tracked as a root tuple (the paper's experiment 4)",
+		Long: `Counts the words of a text file (or stdin, or a generated Zipf stream) on an
+embedded single-member cluster. Each line is a root tuple; a split processor
+emits one tuple per word anchored to it; a count processor (fields grouping on
+the word) counts and acks. Ackers fold every tuple id into a 20-byte record per
+line with XOR and tell the spout when a line's tree is done; failed or timed
+out lines are replayed (at least once).
+
+Output: word<TAB>count per line, sorted bytewise by word. Exit status 0 only
+when every line finished (none lost, none dead-lettered).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runWordcount(cmd.Context(), f, log) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.input, "input", "", "text file to count, one root tuple per line; - for stdin")
+	fl.Int64Var(&f.generate, "generate", 0, "instead of --input, count N generated lines of Zipf-distributed words (seeded by --seed)")
+	fl.StringVar(&f.output, "output", "", "where to write word<TAB>count lines (default stdout)")
+	fl.StringVar(&f.stats, "stats", "", "write run statistics as JSON to this file")
+	fl.IntVar(&f.ackers, "ackers", 2, "acker actors; 0 turns tracking off (a line counts as done once emitted)")
+	fl.IntVar(&f.spouts, "spouts", 1, "spout tasks reading the input (stdin allows 1)")
+	fl.IntVar(&f.splitters, "splitters", 2, "split processor tasks")
+	fl.IntVar(&f.counters, "counters", 2, "count processor tasks")
+	fl.IntVar(&f.maxPending, "max-pending", 8192, "lines in flight per spout task before it stops reading (backpressure)")
+	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "a line not finished after this long is failed and replayed")
+	fl.IntVar(&f.maxReplays, "max-replays", 5, "replays of a line before it is dead-lettered")
+	fl.IntVar(&f.batch, "batch", 512, "tuples per batch between tasks, and roots per acker message")
+	fl.Float64Var(&f.failRate, "fail-rate", 0, "share of tuples the processors fail on purpose (0..1)")
+	fl.Float64Var(&f.dropRate, "drop-rate", 0, "share of tuples the processors drop without acking, found only by the timeout (0..1)")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of tuple ids, fail/drop decisions and --generate")
+	fl.StringVar(&f.progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, log lines otherwise), bar, log, none")
+	return cmd
+}
+
+// sourceFor picks the source the flags name.
+func sourceFor(f wordcountFlags) (source.Factory, error) {
+	switch {
+	case f.input != "" && f.generate > 0:
+		return nil, fmt.Errorf("--input and --generate: give one")
+	case f.generate > 0:
+		return source.Generator(source.GeneratorConfig{Lines: f.generate, WordsPerLine: 10, Vocabulary: 50_000, Skew: 1.1, Seed: f.seed})
+	case f.input == "-":
+		if f.spouts != 1 {
+			return nil, fmt.Errorf("--spouts %d: stdin is read by one spout task", f.spouts)
+		}
+		return source.Reader(os.Stdin, "stdin"), nil
+	case f.input != "":
+		st, err := os.Stat(f.input)
+		if err != nil {
+			return nil, fmt.Errorf("--input: %w", err)
+		}
+		if st.IsDir() {
+			return nil, fmt.Errorf("--input %s: is a directory", f.input)
+		}
+		return source.File(f.input), nil
+	}
+	return nil, fmt.Errorf("--input FILE (or --generate N) is required")
+}
+
+func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) error {
+	src, err := sourceFor(f)
+	if err != nil {
+		return err
+	}
+	topo, res, err := wordcount.Build(src, wordcount.Options{Spouts: f.spouts, Splitters: f.splitters,
+		Counters: f.counters, FailRate: f.failRate, DropRate: f.dropRate, Seed: f.seed})
+	if err != nil {
+		return flagError(err)
+	}
+	dead := &deadLetters{}
+	cfg := actors.DefaultConfig()
+	cfg.Ackers, cfg.MaxPending, cfg.Timeout, cfg.MaxReplays = f.ackers, f.maxPending, f.timeout, f.maxReplays
+	cfg.BatchSize, cfg.Seed, cfg.Log, cfg.DeadLetters = f.batch, f.seed, log, dead
+	rt, err := actors.New(topo, cfg)
+	if err != nil {
+		return flagError(err)
+	}
+	out, closeOut, err := openOutput(f.output)
+	if err != nil {
+		return err
+	}
+	defer closeOut()
+
+	node, err := cluster.StartEmbedded("acktor-wordcount", rt.Kinds(), log)
+	if err != nil {
+		return err
+	}
+	defer node.Stop()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	show := newProgress(f.progress)
+	st, err := rt.Run(ctx, node.Cluster, show.update)
+	show.end()
+	if err != nil {
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	if err := writeCounts(out, res.Counts()); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	if f.stats != "" {
+		if err := writeStats(f.stats, st); err != nil {
+			return fmt.Errorf("--stats: %w", err)
+		}
+	}
+	switch {
+	case st.DeadLettered > 0:
+		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d lines dead-lettered after %d replays (first: %s)",
+			st.DeadLettered, st.Roots, f.maxReplays, dead.first())}
+	case st.Completed != st.Roots:
+		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d lines finished", st.Completed, st.Roots)}
+	}
+	return nil
+}
+
+// flagNames maps the names validation errors use to the flags that set them.
+var flagNames = []struct{ name, flag string }{
+	{"ackers", "--ackers"}, {"max pending", "--max-pending"}, {"timeout", "--timeout"},
+	{"max replays", "--max-replays"}, {"batch size", "--batch"}, {"spouts", "--spouts"},
+	{"splitters", "--splitters"}, {"counters", "--counters"}, {"fail rate", "--fail-rate"},
+	{"drop rate", "--drop-rate"},
+}
+
+// flagError turns a validation error into a usage error that names the flag.
+func flagError(err error) error {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, ": "); ok {
+		for _, f := range flagNames {
+			if v, ok := strings.CutPrefix(rest, f.name+" = "); ok {
+				msg = f.flag + " " + v
+				break
+			}
+		}
+	}
+	return &exitError{code: 2, msg: msg}
+}
+
+func openOutput(path string) (io.Writer, func(), error) {
+	if path == "" || path == "-" {
+		return os.Stdout, func() {}, nil
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--output: %w", err)
+	}
+	return fh, func() { _ = fh.Close() }, nil
+}
+
+func writeCounts(w io.Writer, counts map[string]int64) error {
+	words := make([]string, 0, len(counts))
+	for w := range counts {
+		words = append(words, w)
+	}
+	slices.Sort(words) // bytewise
+	bw := bufio.NewWriterSize(w, 1<<16)
+	for _, word := range words {
+		fmt.Fprintf(bw, "%s\t%d\n", word, counts[word])
+	}
+	return bw.Flush()
+}
+
+// statsJSON is the --stats file.
+type statsJSON struct {
+	Roots          uint64              `json:"roots"`
+	Completed      uint64              `json:"completed"`
+	Failed         uint64              `json:"failed"`
+	Replayed       uint64              `json:"replayed"`
+	TimedOut       uint64              `json:"timed_out"`
+	DeadLettered   uint64              `json:"dead_lettered"`
+	Tuples         uint64              `json:"tuples"`
+	PeakInFlight   uint64              `json:"peak_in_flight"`
+	ElapsedSeconds float64             `json:"elapsed_seconds"`
+	TuplesPerSec   float64             `json:"tuples_per_second"`
+	Ackers         []actors.AckerStats `json:"ackers"`
+}
+
+func writeStats(path string, st *actors.RunStats) error {
+	s := statsJSON{Roots: st.Roots, Completed: st.Completed, Failed: st.Failed, Replayed: st.Replayed,
+		TimedOut: st.TimedOut, DeadLettered: st.DeadLettered, Tuples: st.Tuples, PeakInFlight: st.PeakInFlight,
+		ElapsedSeconds: st.Elapsed.Seconds(), Ackers: st.Ackers}
+	if s.Ackers == nil {
+		s.Ackers = []actors.AckerStats{}
+	}
+	if st.Elapsed > 0 {
+		s.TuplesPerSec = float64(st.Tuples) / st.Elapsed.Seconds()
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// deadLetters remembers the first dead letter for the exit message.
+type deadLetters struct {
+	mu      sync.Mutex
+	n       int
+	firstDL *actors.DeadLetter
+}
+
+func (d *deadLetters) DeadLetter(l actors.DeadLetter) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.n++
+	if d.firstDL == nil {
+		d.firstDL = &l
+	}
+}
+
+func (d *deadLetters) first() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.firstDL == nil {
+		return "none"
+	}
+	return fmt.Sprintf("root %d of %s: %s", d.firstDL.RootID, d.firstDL.Component, d.firstDL.Reason)
+}
+
+// progress shows a run on stderr: a one-line bar on a terminal, log lines
+// otherwise.
+type progress struct {
+	mode string
+	prev actors.Progress
+	bar  bool
+}
+
+func newProgress(mode string) *progress {
+	p := &progress{mode: mode}
+	if mode == "auto" {
+		p.mode = "log"
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			p.mode = "bar"
+		}
+	}
+	return p
+}
+
+func (p *progress) update(pr actors.Progress) {
+	rate := 0.0
+	if dt := (pr.Elapsed - p.prev.Elapsed).Seconds(); dt > 0 {
+		rate = float64(pr.Tuples-p.prev.Tuples) / dt
+	}
+	total := "?"
+	if pr.Total >= 0 {
+		total = fmt.Sprint(pr.Total)
+	}
+	switch p.mode {
+	case "bar":
+		p.prev = pr
+		p.bar = true
+		fmt.Fprintf(os.Stderr, "\r%s roots %d/%s | %.2fM tuples/s | in flight %d | replays %d | dead %d   ",
+			bar(pr.Completed, pr.Total), pr.Completed, total, rate/1e6, pr.InFlight, pr.Replayed, pr.DeadLettered)
+	case "log":
+		if pr.Elapsed-p.prev.Elapsed < time.Second {
+			return
+		}
+		p.prev = pr
+		fmt.Fprintf(os.Stderr, "%s progress: roots %d/%s, %.0f tuples/s, in flight %d, replays %d, dead-lettered %d\n",
+			time.Now().Format(time.TimeOnly), pr.Completed, total, rate, pr.InFlight, pr.Replayed, pr.DeadLettered)
+	}
+}
+
+func (p *progress) end() {
+	if p.bar {
+		fmt.Fprintln(os.Stderr)
+	}
+}
+
+func bar(done uint64, total int64) string {
+	const width = 20
+	if total <= 0 {
+		return "[" + strings.Repeat("?", width) + "]"
+	}
+	n := min(int(done*width/uint64(total)), width)
+	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// acktor runs the command in-process and returns its error.
+func acktor(t *testing.T, args ...string) error {
+	t.Helper()
+	cmd := newRoot()
+	cmd.SetArgs(args)
+	cmd.SetOut(os.Stderr)
+	return cmd.Execute()
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestWordcountBadInput(t *testing.T) {
+	text := writeFile(t, "in.txt", "a b\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"wordcount"}, "--input FILE"},
+		{[]string{"wordcount", "--input", text, "--frobnicate"}, "unknown flag: --frobnicate"},
+		{[]string{"wordcount", "--input", filepath.Join(t.TempDir(), "missing.txt")}, "--input"},
+		{[]string{"wordcount", "--input", t.TempDir()}, "is a directory"},
+		{[]string{"wordcount", "--input", text, "--fail-rate", "1.5"}, "--fail-rate 1.5"},
+		{[]string{"wordcount", "--input", text, "--drop-rate", "-0.1"}, "--drop-rate -0.1"},
+		{[]string{"wordcount", "--input", text, "--ackers", "-1"}, "--ackers -1"},
+		{[]string{"wordcount", "--input", text, "--max-pending", "0"}, "--max-pending 0"},
+		{[]string{"wordcount", "--input", text, "--timeout", "1ns"}, "--timeout 1ns"},
+		{[]string{"wordcount", "--input", text, "--splitters", "0"}, "--splitters 0"},
+		{[]string{"wordcount", "--input", "-", "--spouts", "2"}, "stdin"},
+		{[]string{"wordcount", "--input", text, "--generate", "5"}, "give one"},
+		{[]string{"wordcount", "--input", text, "--timeout", "soon"}, "--timeout"},
+	} {
+		err := acktor(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want it to mention %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestWordcountOutputAndStats(t *testing.T) {
+	text := writeFile(t, "in.txt", "the cat\nthe  dog\r\n\nZebra the cat é\n")
+	out := filepath.Join(t.TempDir(), "out.tsv")
+	stats := filepath.Join(t.TempDir(), "stats.json")
+	for _, ackers := range []string{"2", "0"} {
+		if err := acktor(t, "wordcount", "--input", text, "--output", out, "--stats", stats, "--ackers", ackers, "--progress", "none"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "Zebra\t1\ncat\t2\ndog\t1\nthe\t3\né\t1\n" // bytewise order
+		if string(got) != want {
+			t.Fatalf("ackers %s: output\n%q\nwant\n%q", ackers, got, want)
+		}
+		var st map[string]any
+		b, err := os.ReadFile(stats)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"roots", "completed", "failed", "replayed", "timed_out", "dead_lettered",
+			"tuples", "peak_in_flight", "elapsed_seconds", "tuples_per_second", "ackers"} {
+			if _, ok := st[k]; !ok {
+				t.Errorf("stats lack %q: %s", k, b)
+			}
+		}
+		if st["roots"] != 3.0 || st["completed"] != 3.0 || st["tuples"] != 3.0+8.0 {
+			t.Errorf("ackers %s: stats %s", ackers, b)
+		}
+		if n := len(st["ackers"].([]any)); (ackers == "2" && n != 2) || (ackers == "0" && n != 0) {
+			t.Errorf("ackers %s: %d acker entries", ackers, n)
+		}
+	}
+}
+
+func TestWordcountDeadLetterExitsNonZero(t *testing.T) {
+	text := writeFile(t, "in.txt", strings.Repeat("a b c d e f g h\n", 50))
+	err := acktor(t, "wordcount", "--input", text, "--output", filepath.Join(t.TempDir(), "o"),
+		"--fail-rate", "0.5", "--max-replays", "0", "--progress", "none")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 1 || !strings.Contains(ee.msg, "dead-lettered") {
+		t.Fatalf("error %v, want exit 1 naming dead-lettered lines", err)
+	}
+}
+
+func TestWordcountStdin(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdin
+	os.Stdin = r
+	defer func() { os.Stdin = old }()
+	go func() {
+		_, _ = w.WriteString("x y\ny z\n")
+		_ = w.Close()
+	}()
+	out := filepath.Join(t.TempDir(), "out")
+	if err := acktor(t, "wordcount", "--input", "-", "--output", out, "--progress", "none"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(out); string(got) != "x\t1\ny\t2\nz\t1\n" {
+		t.Fatalf("output %q", got)
+	}
+}

@@ -1,0 +1,126 @@
+package wordcount
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/cluster"
+)
+
+func quiet() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
+// run counts the words of src on an embedded cluster.
+func run(tb testing.TB, src source.Factory, o Options, cfg actors.Config) (map[string]int64, *actors.RunStats) {
+	tb.Helper()
+	topo, res, err := Build(src, o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Log = quiet()
+	rt, err := actors.New(topo, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	node, err := cluster.StartEmbedded("wc", rt.Kinds(), quiet())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer node.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := rt.Run(ctx, node.Cluster, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res.Counts(), st
+}
+
+func fileTruth(t *testing.T, path string) map[string]int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := map[string]int64{}
+	for _, w := range strings.Fields(string(b)) {
+		truth[w]++
+	}
+	return truth
+}
+
+// TestOpticks is the paper's experiment 4 on the text shipped with the
+// example: exact counts without failures, at least the truth with them.
+func TestOpticks(t *testing.T) {
+	truth := fileTruth(t, "opticks.txt")
+	for _, tc := range []struct {
+		name       string
+		ackers     int
+		fail, drop float64
+	}{
+		{"tracked", 2, 0, 0},
+		{"untracked", 0, 0, 0},
+		{"fail and drop", 3, 0.01, 0.005},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := actors.DefaultConfig()
+			cfg.Ackers, cfg.Timeout, cfg.MaxReplays, cfg.MaxPending = tc.ackers, 500*time.Millisecond, 20, 1024
+			counts, st := run(t, source.File("opticks.txt"), Options{Spouts: 2, Splitters: 2, Counters: 3,
+				FailRate: tc.fail, DropRate: tc.drop, Seed: 3}, cfg)
+			if st.Completed != st.Roots || st.DeadLettered != 0 {
+				t.Fatalf("%d of %d roots completed, %d dead-lettered", st.Completed, st.Roots, st.DeadLettered)
+			}
+			exact := tc.fail == 0 && tc.drop == 0
+			for w, n := range truth {
+				if got := counts[w]; got < n || (exact && got != n) {
+					t.Fatalf("%q counted %d, truth %d", w, got, n)
+				}
+			}
+			if len(counts) != len(truth) {
+				t.Fatalf("%d words counted, %d in the text", len(counts), len(truth))
+			}
+			if !exact && st.Replayed == 0 {
+				t.Fatal("failures caused no replays")
+			}
+		})
+	}
+}
+
+// BenchmarkWordcount measures tracked tuples per second end to end on one
+// process, with tracking on and off (--ackers 0) in the same run. Each
+// iteration counts 200k generated lines (~2.2M tuples) on a fresh member;
+// only the run is timed.
+func BenchmarkWordcount(b *testing.B) {
+	gen, err := source.Generator(source.GeneratorConfig{Lines: 200_000, WordsPerLine: 10, Vocabulary: 50_000, Skew: 1.1, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name   string
+		ackers int
+	}{{"tracked", 2}, {"untracked", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var tuples uint64
+			var elapsed time.Duration
+			for range b.N {
+				cfg := actors.DefaultConfig()
+				cfg.Ackers, cfg.MaxPending = bc.ackers, 8192
+				_, st := run(b, gen, Options{Spouts: 1, Splitters: 2, Counters: 2}, cfg)
+				tuples += st.Tuples
+				elapsed += st.Elapsed
+			}
+			b.ReportMetric(float64(tuples)/elapsed.Seconds(), "tuples/s")
+			b.ReportMetric(elapsed.Seconds()/float64(b.N), "s/run")
+		})
+	}
+}
