@@ -1,0 +1,229 @@
+package actors
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/acktor/acktor/actors/ledger"
+	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/messages"
+)
+
+func nopSource(int, int) (source.Source, error) { return idleSource{}, nil }
+
+func nopProc(TaskInfo) (Processor, error) {
+	return procFunc(func(t *Tuple, c *Collector) { c.Ack(t) }), nil
+}
+
+func TestBuildRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(b *Builder)
+		want  string
+	}{
+		{"no spout", func(b *Builder) {}, "no spout"},
+		{"bad name", func(b *Builder) { b.Spout("a b", 1, nopSource) }, `component name "a b"`},
+		{"parallelism", func(b *Builder) { b.Spout("s", 0, nopSource) }, "parallelism 0"},
+		{"duplicate", func(b *Builder) { b.Spout("s", 1, nopSource); b.Processor("s", 1, nopProc).Shuffle("s") }, "declared twice"},
+		{"unknown input", func(b *Builder) { b.Spout("s", 1, nopSource); b.Processor("p", 1, nopProc).Shuffle("x") }, `unknown component "x"`},
+		{"no input", func(b *Builder) { b.Spout("s", 1, nopSource); b.Processor("p", 1, nopProc) }, "subscribes to nothing"},
+		{"negative field", func(b *Builder) { b.Spout("s", 1, nopSource); b.Processor("p", 1, nopProc).Fields("s", -1) }, "field -1"},
+		{"nil source", func(b *Builder) { b.Spout("s", 1, nil) }, "nil source"},
+		{"cycle", func(b *Builder) {
+			b.Spout("s", 1, nopSource)
+			b.Processor("p", 1, nopProc).Shuffle("s").Shuffle("q")
+			b.Processor("q", 1, nopProc).Shuffle("p")
+		}, "cycle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b Builder
+			tc.build(&b)
+			_, err := b.Build()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Build() = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTaskIdentities(t *testing.T) {
+	var b Builder
+	b.Spout("s", 2, nopSource)
+	b.Processor("p", 3, nopProc).Shuffle("s")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for task := uint32(0); task < uint32(topo.Tasks()); task++ {
+		id := topo.identity(task)
+		got, err := topo.taskOf(id)
+		if err != nil || got != task {
+			t.Fatalf("taskOf(%q) = %d, %v; want %d", id, got, err, task)
+		}
+	}
+	for _, bad := range []string{"p/3", "p/-1", "x/0", "p", "p/zz", "acker/0"} {
+		if _, err := topo.taskOf(bad); err == nil {
+			t.Errorf("taskOf(%q) accepted", bad)
+		}
+	}
+	if p, _ := topo.Component("p"); p.upstream != 2 || p.FirstTask != 2 {
+		t.Fatalf("p: upstream %d, first task %d", p.upstream, p.FirstTask)
+	}
+}
+
+// wiring builds s -> p (shuffle) -> q (fields on value 0), q a sink, and
+// collectors for task 0 (s), 1 (p) and 2 (q) that record what they send.
+type wiring struct {
+	env    *env
+	tuples map[uint32][]*messages.TupleBatch
+	acks   []*messages.AckBatch
+	fails  []*messages.FailRoot
+}
+
+func newWiring(t *testing.T, ackers int) *wiring {
+	var b Builder
+	b.Spout("s", 1, nopSource)
+	b.Processor("p", 1, nopProc).Shuffle("s")
+	b.Processor("q", 1, nopProc).Fields("p", 0)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.BatchSize = ackers, 4
+	return &wiring{env: &env{topo: topo, cfg: cfg, log: quietLog()}, tuples: map[uint32][]*messages.TupleBatch{}}
+}
+
+func (w *wiring) collector(task uint32) *Collector {
+	return newCollector(w.env, task,
+		func(to uint32, b *messages.TupleBatch) { w.tuples[to] = append(w.tuples[to], b) },
+		func(_ int, m *messages.AckBatch) { w.acks = append(w.acks, m) },
+		func(_ int, m *messages.FailRoot) { w.fails = append(w.fails, m) })
+}
+
+// received decodes everything sent to task.
+func (w *wiring) received(t *testing.T, task uint32) []*Tuple {
+	t.Helper()
+	var out []*Tuple
+	for _, b := range w.tuples[task] {
+		ts, err := decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ts {
+			out = append(out, &ts[i])
+		}
+	}
+	w.tuples[task] = nil
+	return out
+}
+
+// TestMultiAnchoringCompletesBothRoots: a tuple anchored to tuples of two
+// roots is folded into both records; each root completes only when that
+// tuple is acked too.
+func TestMultiAnchoringCompletesBothRoots(t *testing.T) {
+	w := newWiring(t, 1)
+	spout, p, q := w.collector(0), w.collector(1), w.collector(2)
+	l := ledger.New(ledger.Config{Generations: 2})
+	init1, _ := spout.emitRoot(101, "x y")
+	init2, _ := spout.emitRoot(202, "z")
+	spout.flush()
+	l.Init(101, 0, init1)
+	l.Init(202, 0, init2)
+	in := w.received(t, 1)
+	if len(in) != 2 {
+		t.Fatalf("p received %d tuples, want 2", len(in))
+	}
+	if err := p.Emit(in, "joined"); err != nil { // anchored to both roots
+		t.Fatal(err)
+	}
+	p.Ack(in[0])
+	p.Ack(in[1])
+	p.flush()
+	apply := func() (done []uint64) {
+		for _, a := range w.acks {
+			for i, id := range a.SpringIds {
+				if o := l.Ack(id, a.XorDeltas[i]); o.Status == ledger.Completed {
+					done = append(done, id)
+				}
+			}
+		}
+		w.acks = nil
+		return done
+	}
+	if done := apply(); len(done) != 0 {
+		t.Fatalf("roots %v completed while the joined tuple is pending", done)
+	}
+	child := w.received(t, 2)
+	if len(child) != 1 || len(child[0].Roots()) != 2 {
+		t.Fatalf("q received %+v", child)
+	}
+	q.Ack(child[0])
+	q.flush()
+	if done := apply(); len(done) != 2 {
+		t.Fatalf("completed %v after the last ack, want both roots", done)
+	}
+}
+
+func TestEmitErrors(t *testing.T) {
+	w := newWiring(t, 1)
+	spout, p := w.collector(0), w.collector(1)
+	spout.emitRoot(1, "a")
+	spout.flush()
+	in := w.received(t, 1)
+	if err := p.Emit(in); err == nil || !strings.Contains(err.Error(), "fields grouping on value 0") {
+		t.Fatalf("emit without the grouped field: %v", err)
+	}
+	p.Ack(in[0])
+	if err := p.Emit(in, "late"); err == nil || !strings.Contains(err.Error(), "already acked") {
+		t.Fatalf("emit anchored to an acked tuple: %v", err)
+	}
+	p.flush()
+	if len(w.tuples[2]) != 0 {
+		t.Fatal("a failed emit sent a tuple")
+	}
+}
+
+func TestFailAndBatchLimits(t *testing.T) {
+	w := newWiring(t, 2)
+	spout, p := w.collector(0), w.collector(1)
+	for id := uint64(1); id <= 10; id++ {
+		spout.emitRoot(id, "w")
+	}
+	if n := len(w.tuples[1]); n != 2 { // BatchSize 4: two full batches sent before flush
+		t.Fatalf("%d batches sent before flush, want 2", n)
+	}
+	spout.flush()
+	in := w.received(t, 1)
+	for _, tu := range in {
+		p.Fail(tu)
+		p.Ack(tu) // ignored: already failed
+	}
+	p.flush()
+	roots := 0
+	for _, f := range w.fails {
+		for _, id := range f.SpringIds {
+			roots++
+			if id < 1 || id > 10 {
+				t.Fatalf("failed unknown root %d", id)
+			}
+		}
+	}
+	if roots != 10 || len(w.acks) != 0 {
+		t.Fatalf("%d roots failed, %d ack batches; want 10 and 0", roots, len(w.acks))
+	}
+}
+
+func TestDecodeRejectsMalformed(t *testing.T) {
+	for _, b := range []*messages.TupleBatch{
+		{AnchorCounts: []uint32{1}, ValueCounts: []uint32{0}},                                     // anchor past the end
+		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{2}, Values: []string{"a"}},              // value past the end
+		{AnchorCounts: []uint32{0, 0}, ValueCounts: []uint32{0}},                                  // counts disagree
+		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{0}, SpringIds: []uint64{1}},             // ids disagree
+		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{1}, Values: []string{"a", "left over"}}, // left over
+	} {
+		if _, err := decode(b); err == nil {
+			t.Errorf("decode(%v) accepted a malformed batch", b)
+		}
+	}
+}
