@@ -7,22 +7,35 @@ import (
 	"github.com/acktor/acktor/messages"
 )
 
-// Tuple is one tuple as a processor sees it. Values and the anchors are
-// shared with the batch it arrived in: read them, do not modify them. A
-// processor may keep a tuple and ack it later.
+// Tuple is one tuple as a processor sees it. It points into the batch it
+// arrived in (40 bytes a tuple, whatever its values): read its values, do
+// not modify them. A processor may keep a tuple and ack it later.
 type Tuple struct {
-	Values []string
-	From   uint32 // the task that emitted it
-
-	springs []uint64 // roots it is anchored to
-	ids     []uint64 // per root: XOR of the edge ids that reached it
-	outXor  uint64   // XOR of the edge ids of the tuples emitted anchored to it
-	done    bool
+	batch  *messages.TupleBatch
+	v0, nv uint32 // its values: batch.Values[v0 : v0+nv]
+	a0, na uint32 // its anchors: batch.SpringIds and batch.TupleIds[a0 : a0+na]
+	outXor uint64 // XOR of the edge ids of the tuples emitted anchored to it
+	done   bool
 }
 
-// Roots returns the springIds of the roots the tuple is anchored to (nil when
-// tracking is off). Do not modify the slice.
-func (t *Tuple) Roots() []uint64 { return t.springs }
+// Values returns the tuple's values.
+func (t *Tuple) Values() []string {
+	return t.batch.Values[t.v0 : t.v0+t.nv : t.v0+t.nv]
+}
+
+// From is the task that emitted the tuple.
+func (t *Tuple) From() uint32 { return t.batch.FromTask }
+
+// Roots returns the springIds of the roots the tuple is anchored to (none
+// when tracking is off). Do not modify the slice.
+func (t *Tuple) Roots() []uint64 {
+	return t.batch.SpringIds[t.a0 : t.a0+t.na : t.a0+t.na]
+}
+
+// ids returns, per root, the XOR of the edge ids that reached the tuple.
+func (t *Tuple) ids() []uint64 {
+	return t.batch.TupleIds[t.a0 : t.a0+t.na : t.a0+t.na]
+}
 
 // Collector is how user code emits, acks and fails. It batches tuples per
 // target task and ack deltas per acker, folding the deltas of a root that
@@ -35,15 +48,18 @@ type Collector struct {
 	outs []output
 	send func(target uint32, m *messages.TupleBatch)
 
-	rng     *rand.Rand
-	rr      []int                  // shuffle position per output
-	batches []*messages.TupleBatch // per target task, nil when empty
-	sizes   []int                  // per target task, the size of the last batch sent
-	dirty   []uint32               // targets with a batch to send
-	acks    []*messages.AckBatch   // per acker, under way
-	fails   []uint64
-	ackOut  func(acker int, m *messages.AckBatch)
-	failOut func(acker int, m *messages.FailRoot)
+	rng      *rand.Rand
+	rr       []int                  // shuffle position per output
+	batches  []*messages.TupleBatch // per target task, nil when empty
+	sizes    []int                  // per target task, the size of the last batch sent
+	dirty    []uint32               // targets with a batch to send
+	acks     []*messages.AckBatch   // per acker, under way
+	ackSize  []int                  // per acker, the size of the last batch sent
+	lastAck  *messages.AckBatch     // the batch whose last entry is lastRoot's
+	lastRoot uint64
+	fails    []uint64
+	ackOut   func(acker int, m *messages.AckBatch)
+	failOut  func(acker int, m *messages.FailRoot)
 
 	emitted, acked, failed uint64
 }
@@ -58,6 +74,7 @@ func newCollector(e *env, task uint32, send func(uint32, *messages.TupleBatch),
 		batches: make([]*messages.TupleBatch, e.topo.Tasks()),
 		sizes:   make([]int, e.topo.Tasks()),
 		acks:    make([]*messages.AckBatch, e.cfg.Ackers),
+		ackSize: make([]int, e.cfg.Ackers),
 	}
 }
 
@@ -77,7 +94,7 @@ func (c *Collector) edge() uint64 {
 func (c *Collector) Emit(anchors []*Tuple, values ...string) error {
 	for _, a := range anchors {
 		if a.done {
-			return fmt.Errorf("emit anchored to a tuple from task %d that was already acked or failed", a.From)
+			return fmt.Errorf("emit anchored to a tuple from task %d that was already acked or failed", a.From())
 		}
 	}
 	if err := c.checkFields(values); err != nil {
@@ -90,12 +107,12 @@ func (c *Collector) Emit(anchors []*Tuple, values ...string) error {
 		if c.env.tracking() {
 			first := len(b.SpringIds)
 			for _, a := range anchors {
-				if len(a.springs) == 0 {
+				if a.na == 0 {
 					continue
 				}
 				e := c.edge()
 				a.outXor ^= e
-				for _, r := range a.springs {
+				for _, r := range a.Roots() {
 					n += foldAnchor(b, first, r, e)
 				}
 			}
@@ -215,18 +232,24 @@ func (c *Collector) Ack(t *Tuple) {
 	}
 	t.done = true
 	c.acked++
-	for i, r := range t.springs {
-		c.fold(r, t.ids[i]^t.outXor)
+	ids := t.ids()
+	for i, r := range t.Roots() {
+		c.fold(r, ids[i]^t.outXor)
 	}
 }
 
 // fold adds a delta for root r to its acker's batch, into the last entry
 // when that is r's too.
 func (c *Collector) fold(r, d uint64) {
+	if c.lastAck != nil && r == c.lastRoot { // the usual case: no lookup at all
+		c.lastAck.XorDeltas[len(c.lastAck.XorDeltas)-1] ^= d
+		return
+	}
 	a := int(r % uint64(len(c.acks)))
 	b := c.acks[a]
 	if b == nil {
-		b = &messages.AckBatch{SpringIds: make([]uint64, 0, 64), XorDeltas: make([]uint64, 0, 64)}
+		n := min(c.env.cfg.BatchSize, max(8, c.ackSize[a]))
+		b = &messages.AckBatch{SpringIds: make([]uint64, 0, n), XorDeltas: make([]uint64, 0, n)}
 		c.acks[a] = b
 	}
 	if n := len(b.SpringIds); n > 0 && b.SpringIds[n-1] == r {
@@ -235,10 +258,19 @@ func (c *Collector) fold(r, d uint64) {
 	}
 	b.SpringIds = append(b.SpringIds, r)
 	b.XorDeltas = append(b.XorDeltas, d)
+	c.lastAck, c.lastRoot = b, r
 	if len(b.SpringIds) >= c.env.cfg.BatchSize {
-		c.acks[a] = nil
-		c.ackOut(a, b)
+		c.sendAcks(a, b)
 	}
+}
+
+func (c *Collector) sendAcks(a int, b *messages.AckBatch) {
+	if c.lastAck == b {
+		c.lastAck = nil
+	}
+	c.acks[a] = nil
+	c.ackSize[a] = len(b.SpringIds)
+	c.ackOut(a, b)
 }
 
 // Fail fails t's roots at once: their spouts replay them.
@@ -248,7 +280,7 @@ func (c *Collector) Fail(t *Tuple) {
 	}
 	t.done = true
 	c.failed++
-	c.fails = append(c.fails, t.springs...)
+	c.fails = append(c.fails, t.Roots()...)
 	if len(c.fails) >= c.env.cfg.BatchSize {
 		c.flushFails()
 	}
@@ -269,8 +301,7 @@ func (c *Collector) flush() {
 func (c *Collector) flushAcks() {
 	for a, b := range c.acks {
 		if b != nil {
-			c.acks[a] = nil
-			c.ackOut(a, b)
+			c.sendAcks(a, b)
 		}
 	}
 }
@@ -296,29 +327,24 @@ func (c *Collector) flushFails() {
 	}
 }
 
-// decode turns a batch into tuples that share its arrays.
+// decode turns a batch into tuples that point into it.
 func decode(b *messages.TupleBatch) ([]Tuple, error) {
 	ts := make([]Tuple, len(b.AnchorCounts))
 	if len(b.ValueCounts) != len(ts) || len(b.SpringIds) != len(b.TupleIds) {
 		return nil, fmt.Errorf("tuple batch from task %d: %d tuples, %d value counts, %d springIds, %d tupleIds",
 			b.FromTask, len(ts), len(b.ValueCounts), len(b.SpringIds), len(b.TupleIds))
 	}
-	a, v := 0, 0
+	a, v := uint64(0), uint64(0)
 	for i := range ts {
-		na, nv := int(b.AnchorCounts[i]), int(b.ValueCounts[i])
-		if a+na > len(b.SpringIds) || v+nv > len(b.Values) {
+		na, nv := b.AnchorCounts[i], b.ValueCounts[i]
+		if a+uint64(na) > uint64(len(b.SpringIds)) || v+uint64(nv) > uint64(len(b.Values)) {
 			return nil, fmt.Errorf("tuple batch from task %d: tuple %d runs past the batch", b.FromTask, i)
 		}
-		ts[i] = Tuple{
-			Values:  b.Values[v : v+nv : v+nv],
-			From:    b.FromTask,
-			springs: b.SpringIds[a : a+na : a+na],
-			ids:     b.TupleIds[a : a+na : a+na],
-		}
-		a, v = a+na, v+nv
+		ts[i] = Tuple{batch: b, v0: uint32(v), nv: nv, a0: uint32(a), na: na}
+		a, v = a+uint64(na), v+uint64(nv)
 	}
-	if a != len(b.SpringIds) || v != len(b.Values) {
-		return nil, fmt.Errorf("tuple batch from task %d: %d anchors and %d values left over", b.FromTask, len(b.SpringIds)-a, len(b.Values)-v)
+	if a != uint64(len(b.SpringIds)) || v != uint64(len(b.Values)) {
+		return nil, fmt.Errorf("tuple batch from task %d: %d anchors and %d values left over", b.FromTask, uint64(len(b.SpringIds))-a, uint64(len(b.Values))-v)
 	}
 	return ts, nil
 }

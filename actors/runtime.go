@@ -64,7 +64,7 @@ type Config struct {
 // DefaultConfig is a configuration for one machine.
 func DefaultConfig() Config {
 	return Config{
-		Ackers: 2, MaxPending: 4096, Timeout: 30 * time.Second, Generations: 3,
+		Ackers: 2, MaxPending: 2048, Timeout: 30 * time.Second, Generations: 3,
 		MaxReplays: 5, BatchSize: 512, MailboxSize: 64, ReportEvery: 200 * time.Millisecond, Seed: 1,
 	}
 }

@@ -68,7 +68,7 @@ func (s *splitter) Process(t *Tuple, c *Collector) {
 	} else if x < s.w.fail+s.w.drop {
 		return
 	}
-	for _, w := range strings.Fields(t.Values[0]) {
+	for _, w := range strings.Fields(t.Values()[0]) {
 		if err := c.Emit([]*Tuple{t}, w); err != nil {
 			panic(err)
 		}
@@ -89,7 +89,7 @@ func (k *counter) Process(t *Tuple, c *Collector) {
 	} else if x < k.w.fail+k.w.drop {
 		return
 	}
-	k.counts[t.Values[0]]++
+	k.counts[t.Values()[0]]++
 	c.Ack(t)
 }
 
@@ -267,7 +267,7 @@ func TestPoisonRootIsDeadLettered(t *testing.T) {
 	lines := numbered(500, map[int]string{123: "poison"})
 	topo := sinkTopology(t, lines, func(TaskInfo) (Processor, error) {
 		return procFunc(func(tu *Tuple, c *Collector) {
-			if tu.Values[0] == "poison" {
+			if tu.Values()[0] == "poison" {
 				c.Fail(tu)
 				return
 			}
@@ -303,7 +303,7 @@ func TestLateAckOfEarlierAttempt(t *testing.T) {
 	var held *Tuple
 	topo := sinkTopology(t, lines, func(TaskInfo) (Processor, error) {
 		return procFunc(func(tu *Tuple, c *Collector) {
-			if tu.Values[0] != "slow" {
+			if tu.Values()[0] != "slow" {
 				c.Ack(tu)
 				return
 			}

@@ -29,8 +29,8 @@ type (
 // pendingRoot is a root in flight (the paper's pending state).
 type pendingRoot struct {
 	id       uint64 // the source's id
-	attempt  int    // 0 for the first emission
-	deadline time.Time
+	deadline int64  // unix nanoseconds
+	attempt  int32  // 0 for the first emission
 }
 
 // spoutTask pulls roots from its source, emits them, tracks them until their
@@ -48,7 +48,7 @@ type spoutTask struct {
 	cancel   scheduler.CancelFunc
 
 	pending   map[uint64]pendingRoot // by springId
-	deadline  time.Time              // for roots emitted now: set once per pull or replay round
+	deadline  int64                  // for roots emitted now, unix ns: set once per pull or replay round
 	seq       uint64
 	tracks    []*messages.Track // per acker, under way
 	started   bool
@@ -175,7 +175,7 @@ func (s *spoutTask) schedulePull(wait time.Duration) {
 
 // emit sends one root with a fresh springId: a replay never shares its id
 // with an earlier attempt, so a late ack of that attempt cannot touch it.
-func (s *spoutTask) emit(id uint64, payload string, attempt int) {
+func (s *spoutTask) emit(id uint64, payload string, attempt int32) {
 	s.seq++
 	springID := uint64(s.task)<<springBits | s.seq&(1<<springBits-1)
 	initXor, err := s.col.emitRoot(springID, payload)
@@ -202,7 +202,7 @@ func (s *spoutTask) emit(id uint64, payload string, attempt int) {
 
 // setDeadline reads the clock once for a round of emissions.
 func (s *spoutTask) setDeadline() {
-	s.deadline = s.env.now().Add(s.env.cfg.spoutDeadline())
+	s.deadline = s.env.now().Add(s.env.cfg.spoutDeadline()).UnixNano()
 }
 
 func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
@@ -274,7 +274,7 @@ func (s *spoutTask) retry(p pendingRoot, reason string) {
 	switch {
 	case err != nil:
 		s.deadLetter(p, "", fmt.Sprintf("%s; replay failed: %v", reason, err))
-	case p.attempt >= s.env.cfg.MaxReplays:
+	case int(p.attempt) >= s.env.cfg.MaxReplays:
 		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.attempt))
 	default:
 		s.st.Replayed++
@@ -285,17 +285,17 @@ func (s *spoutTask) retry(p pendingRoot, reason string) {
 func (s *spoutTask) deadLetter(p pendingRoot, payload, reason string) {
 	s.st.DeadLettered++
 	s.env.cfg.DeadLetters.DeadLetter(DeadLetter{Component: s.info.Component, Task: s.task, RootID: p.id,
-		Payload: payload, Attempts: p.attempt + 1, Reason: reason})
+		Payload: payload, Attempts: int(p.attempt) + 1, Reason: reason})
 	s.src.Done(p.id)
 }
 
 // tick fails roots past their own deadline (their acker may be gone) and
 // reports progress.
 func (s *spoutTask) tick() {
-	now := s.env.now()
+	now := s.env.now().UnixNano()
 	s.setDeadline()
 	for id, p := range s.pending {
-		if now.After(p.deadline) {
+		if now > p.deadline {
 			delete(s.pending, id)
 			s.st.Failed++
 			s.st.TimedOut++

@@ -61,7 +61,7 @@ when every line finished (none lost, none dead-lettered).`,
 	fl.IntVar(&f.spouts, "spouts", 1, "spout tasks reading the input (stdin allows 1)")
 	fl.IntVar(&f.splitters, "splitters", 2, "split processor tasks")
 	fl.IntVar(&f.counters, "counters", 2, "count processor tasks")
-	fl.IntVar(&f.maxPending, "max-pending", 8192, "lines in flight per spout task before it stops reading (backpressure)")
+	fl.IntVar(&f.maxPending, "max-pending", 2048, "lines in flight per spout task before it stops reading (backpressure)")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "a line not finished after this long is failed and replayed")
 	fl.IntVar(&f.maxReplays, "max-replays", 5, "replays of a line before it is dead-lettered")
 	fl.IntVar(&f.batch, "batch", 512, "tuples per batch between tasks, and roots per acker message")

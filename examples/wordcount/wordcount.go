@@ -110,7 +110,7 @@ func (s *Split) Process(t *actors.Tuple, c *actors.Collector) {
 		return
 	}
 	anchor := []*actors.Tuple{t}
-	for w := range strings.FieldsSeq(t.Values[0]) {
+	for w := range strings.FieldsSeq(t.Values()[0]) {
 		if err := c.Emit(anchor, w); err != nil {
 			c.Fail(t)
 			return
@@ -131,7 +131,7 @@ func (k *Count) Process(t *actors.Tuple, c *actors.Collector) {
 	if k.chaos.skip(t, c) {
 		return
 	}
-	w := t.Values[0]
+	w := t.Values()[0]
 	if _, ok := k.counts[w]; !ok {
 		w = strings.Clone(w) // do not keep the whole line alive for one word
 	}

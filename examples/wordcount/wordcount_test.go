@@ -112,7 +112,7 @@ func BenchmarkWordcount(b *testing.B) {
 		for k := range 2 {
 			ackers := []int{2, 0}[(i+k)%2] // alternate which goes first
 			cfg := actors.DefaultConfig()
-			cfg.Ackers, cfg.MaxPending = ackers, 8192
+			cfg.Ackers = ackers
 			_, st := run(b, gen, Options{Spouts: 1, Splitters: 2, Counters: 2}, cfg)
 			j := 0
 			if ackers == 0 {
