@@ -24,9 +24,9 @@ type ackerTask struct {
 	root   *actor.RootContext
 	cancel scheduler.CancelFunc
 
-	completed map[uint32][]uint64
-	failed    map[uint32][]uint64
-	expired   map[uint32][]uint64
+	completed outbox
+	failed    outbox
+	expired   outbox
 	onExpire  func(springID uint64, task uint32)
 	bad       uint64 // malformed messages dropped
 }
@@ -74,10 +74,9 @@ func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	a.l = ledger.New(ledger.Config{Generations: e.cfg.Generations, ExpectedInFlight: expect})
 	a.res = newResolver(ctx, m.Cluster)
 	a.root = ctx.ActorSystem().Root
-	a.completed = map[uint32][]uint64{}
-	a.failed = map[uint32][]uint64{}
-	a.expired = map[uint32][]uint64{}
-	a.onExpire = func(id uint64, task uint32) { a.expired[task] = append(a.expired[task], id) }
+	n := e.topo.Tasks()
+	a.completed, a.failed, a.expired = newOutbox(n), newOutbox(n), newOutbox(n)
+	a.onExpire = func(id uint64, task uint32) { a.expired.add(task, id) }
 	every := e.cfg.rotateEvery()
 	a.cancel = scheduler.NewTimerScheduler(a.root).SendRepeatedly(every, every, ctx.Self(), &rotate{})
 }
@@ -114,7 +113,7 @@ func (a *ackerTask) fail(m *messages.FailRoot) {
 	}
 	for _, id := range m.SpringIds {
 		if task, ok := a.l.Fail(id); ok {
-			a.failed[task] = append(a.failed[task], id)
+			a.failed.add(task, id)
 		}
 	}
 }
@@ -122,9 +121,9 @@ func (a *ackerTask) fail(m *messages.FailRoot) {
 func (a *ackerTask) outcome(id uint64, o ledger.Outcome) {
 	switch o.Status {
 	case ledger.Completed:
-		a.completed[o.Task] = append(a.completed[o.Task], id)
+		a.completed.add(o.Task, id)
 	case ledger.Failed:
-		a.failed[o.Task] = append(a.failed[o.Task], id)
+		a.failed.add(o.Task, id)
 	case ledger.Rejected:
 		a.env.log.Warnf("%s: rejected an init for springId %x (duplicate, or task too large)", a.id, id)
 	}
@@ -138,18 +137,39 @@ func (a *ackerTask) drop(what string) {
 
 // flush tells the spout tasks what the last message settled.
 func (a *ackerTask) flush() {
-	for task, ids := range a.completed {
+	a.completed.drain(func(task uint32, ids []uint64) {
 		a.toSpout(task, &messages.Completed{SpringIds: ids})
-		delete(a.completed, task)
-	}
-	for task, ids := range a.failed {
+	})
+	a.failed.drain(func(task uint32, ids []uint64) {
 		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_EXPLICIT})
-		delete(a.failed, task)
-	}
-	for task, ids := range a.expired {
+	})
+	a.expired.drain(func(task uint32, ids []uint64) {
 		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_TIMEOUT})
-		delete(a.expired, task)
+	})
+}
+
+// outbox gathers springIds per spout task until the next flush.
+type outbox struct {
+	ids   [][]uint64 // by task id
+	dirty []uint32   // tasks with ids
+}
+
+func newOutbox(tasks int) outbox { return outbox{ids: make([][]uint64, tasks)} }
+
+func (o *outbox) add(task uint32, id uint64) {
+	if len(o.ids[task]) == 0 {
+		o.dirty = append(o.dirty, task)
 	}
+	o.ids[task] = append(o.ids[task], id)
+}
+
+// drain hands each task's ids to send, which keeps them.
+func (o *outbox) drain(send func(task uint32, ids []uint64)) {
+	for _, t := range o.dirty {
+		send(t, o.ids[t])
+		o.ids[t] = nil
+	}
+	o.dirty = o.dirty[:0]
 }
 
 func (a *ackerTask) toSpout(task uint32, m any) {
