@@ -288,14 +288,29 @@ func (c *Collector) Fail(t *Tuple) {
 
 // flush sends every batch under way.
 func (c *Collector) flush() {
+	c.flushTuples()
+	c.flushAcks()
+	c.flushFails()
+}
+
+// flushTuples sends the tuple batches under way.
+func (c *Collector) flushTuples() {
 	for _, target := range c.dirty {
 		if b := c.batches[target]; b != nil {
 			c.sendBatch(target, b)
 		}
 	}
 	c.dirty = c.dirty[:0]
-	c.flushAcks()
-	c.flushFails()
+}
+
+// acksPending says whether deltas wait for a flush.
+func (c *Collector) acksPending() bool {
+	for _, b := range c.acks {
+		if b != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Collector) flushAcks() {

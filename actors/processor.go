@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/acktor/acktor/messages"
 )
@@ -21,9 +22,11 @@ type processorTask struct {
 	col  *Collector
 	res  resolver
 	root *actor.RootContext
+	self *actor.PID
 
 	drained    map[uint32]bool
 	finished   bool
+	ackTimer   bool // a flushAcks is scheduled
 	st         messages.TaskReport
 	lastReport time.Time
 }
@@ -38,8 +41,16 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		p.batch(m)
 	case *messages.Drain:
 		p.drain(m)
+	case *flushAcks:
+		p.ackTimer = false
+		if p.col != nil {
+			p.col.flushAcks()
+		}
 	}
 }
+
+// flushAcks is the processor's timer message: send the deltas held back.
+type flushAcks struct{}
 
 func (p *processorTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	task, err := p.env.topo.taskOf(m.Identity.Identity)
@@ -51,6 +62,7 @@ func (p *processorTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	p.st.Task = task
 	p.res = newResolver(ctx, m.Cluster)
 	p.root = ctx.ActorSystem().Root
+	p.self = ctx.Self()
 	p.drained = map[uint32]bool{}
 	p.col = newCollector(p.env, task, p.sendTuples, p.sendAcks, p.sendFails)
 	user, err := p.env.topo.tasks[task].make(p.info)
@@ -75,10 +87,25 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 		p.process(&ts[i])
 	}
 	p.st.Processed += uint64(len(ts))
-	p.col.flush()
+	p.col.flushTuples()
+	p.col.flushFails() // replays start sooner
+	p.holdAcks()
 	if now := time.Now(); now.Sub(p.lastReport) >= p.env.cfg.ReportEvery {
 		p.lastReport = now
 		p.report(p.env.reporter.Load())
+	}
+}
+
+// holdAcks lets deltas gather over several input batches, up to AckDelay:
+// fewer, fuller AckBatches for the ackers (a full one goes at once).
+func (p *processorTask) holdAcks() {
+	if p.env.cfg.AckDelay <= 0 {
+		p.col.flushAcks()
+		return
+	}
+	if !p.ackTimer && p.col.acksPending() {
+		p.ackTimer = true
+		scheduler.NewTimerScheduler(p.root).SendOnce(p.env.cfg.AckDelay, p.self, &flushAcks{})
 	}
 }
 

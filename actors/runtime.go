@@ -46,6 +46,12 @@ type Config struct {
 	// BatchSize bounds tuples per TupleBatch, folded roots per AckBatch and
 	// roots a spout pulls at a time.
 	BatchSize int
+	// AckDelay is how long a processor may hold ack deltas to fold more of
+	// them into fewer messages; 0 sends them after every input batch. A
+	// batch that reaches BatchSize goes at once. At high rates input batches
+	// are full and 0 is best (holding acks holds roots in flight); a few ms
+	// pays off when input arrives a few tuples at a time.
+	AckDelay time.Duration
 	// MailboxSize bounds each processor's mailbox when tracking is off, where
 	// no max pending holds the spouts back: a full mailbox blocks its sender.
 	MailboxSize int
@@ -65,7 +71,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Ackers: 2, MaxPending: 2048, Timeout: 30 * time.Second, Generations: 3,
-		MaxReplays: 5, BatchSize: 512, MailboxSize: 64, ReportEvery: 200 * time.Millisecond, Seed: 1,
+		MaxReplays: 5, BatchSize: 512, AckDelay: 0, MailboxSize: 64, ReportEvery: 200 * time.Millisecond, Seed: 1,
 	}
 }
 
@@ -84,6 +90,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("max replays = %d, want >= 0", c.MaxReplays)
 	case c.BatchSize < 1 || c.BatchSize > 1<<16:
 		return fmt.Errorf("batch size = %d, want 1..65536", c.BatchSize)
+	case c.AckDelay < 0 || c.AckDelay > c.Timeout/4:
+		return fmt.Errorf("ack delay = %v, want 0..timeout/4", c.AckDelay)
 	case c.MailboxSize < 1:
 		return fmt.Errorf("mailbox size = %d, want >= 1", c.MailboxSize)
 	case c.ReportEvery <= 0:

@@ -29,7 +29,7 @@ type wordcountFlags struct {
 	ackers, spouts, splitters int
 	counters, maxPending      int
 	maxReplays, batch         int
-	timeout                   time.Duration
+	timeout, ackDelay         time.Duration
 	failRate, dropRate        float64
 	seed                      uint64
 	progress                  string
@@ -65,6 +65,7 @@ when every line finished (none lost, none dead-lettered).`,
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "a line not finished after this long is failed and replayed")
 	fl.IntVar(&f.maxReplays, "max-replays", 5, "replays of a line before it is dead-lettered")
 	fl.IntVar(&f.batch, "batch", 512, "tuples per batch between tasks, and roots per acker message")
+	fl.DurationVar(&f.ackDelay, "ack-delay", 0, "how long a processor may hold acks to fold them into fewer messages; 0 sends them after every input batch (best at high rates), a few ms helps when input batches are small")
 	fl.Float64Var(&f.failRate, "fail-rate", 0, "share of tuples the processors fail on purpose (0..1)")
 	fl.Float64Var(&f.dropRate, "drop-rate", 0, "share of tuples the processors drop without acking, found only by the timeout (0..1)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of tuple ids, fail/drop decisions and --generate")
@@ -110,7 +111,7 @@ func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) err
 	dead := &deadLetters{}
 	cfg := actors.DefaultConfig()
 	cfg.Ackers, cfg.MaxPending, cfg.Timeout, cfg.MaxReplays = f.ackers, f.maxPending, f.timeout, f.maxReplays
-	cfg.BatchSize, cfg.Seed, cfg.Log, cfg.DeadLetters = f.batch, f.seed, log, dead
+	cfg.BatchSize, cfg.AckDelay, cfg.Seed, cfg.Log, cfg.DeadLetters = f.batch, f.ackDelay, f.seed, log, dead
 	rt, err := actors.New(topo, cfg)
 	if err != nil {
 		return flagError(err)
@@ -157,7 +158,7 @@ var flagNames = []struct{ name, flag string }{
 	{"ackers", "--ackers"}, {"max pending", "--max-pending"}, {"timeout", "--timeout"},
 	{"max replays", "--max-replays"}, {"batch size", "--batch"}, {"spouts", "--spouts"},
 	{"splitters", "--splitters"}, {"counters", "--counters"}, {"fail rate", "--fail-rate"},
-	{"drop rate", "--drop-rate"},
+	{"drop rate", "--drop-rate"}, {"ack delay", "--ack-delay"},
 }
 
 // flagError turns a validation error into a usage error that names the flag.
