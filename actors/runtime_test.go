@@ -371,3 +371,27 @@ func TestSpoutDeadlineReplaysWhenAckerDies(t *testing.T) {
 		t.Fatalf("stats %+v", st.Progress)
 	}
 }
+
+// TestEveryRootDeadLettered: when every root fails for good the spout keeps
+// pulling (dead letters free room under max pending) and the run ends.
+func TestEveryRootDeadLettered(t *testing.T) {
+	topo := sinkTopology(t, numbered(100, nil), func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) { c.Fail(tu) }), nil
+	})
+	sink := &sinkRecorder{}
+	cfg := testConfig(1)
+	cfg.MaxPending, cfg.MaxReplays, cfg.DeadLetters = 4, 1, sink
+	rt, err := New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := rt.Run(ctx, startMember(t, rt), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.DeadLettered != 100 || st.Completed != 0 || st.Replayed != 100 || len(sink.got) != 100 {
+		t.Fatalf("stats %+v, %d dead letters", st.Progress, len(sink.got))
+	}
+}

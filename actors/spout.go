@@ -65,7 +65,7 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		s.res.forget(m.Who)
 	case *messages.StartSpout:
-		s.start(ctx, m)
+		s.start(m)
 	case *pull:
 		s.pulling = false
 		s.pull()
@@ -112,7 +112,7 @@ func randomSeq() uint64 {
 	return binary.LittleEndian.Uint64(b[:]) >> (64 - springBits + 1) // leave room to count
 }
 
-func (s *spoutTask) start(ctx actor.Context, m *messages.StartSpout) {
+func (s *spoutTask) start(m *messages.StartSpout) {
 	if s.col == nil || s.started {
 		return
 	}
@@ -239,8 +239,12 @@ func (s *spoutTask) completed(m *messages.Completed) {
 		s.st.Completed++
 		s.src.Done(p.id)
 	}
-	// Refill in batches, not a root at a time: small pulls make small
-	// tuple batches all the way down.
+	s.refill()
+}
+
+// refill pulls again once a batch worth of room is free (small pulls make
+// small tuple batches all the way down), or to finish an exhausted source.
+func (s *spoutTask) refill() {
 	if s.env.cfg.MaxPending-len(s.pending) >= min(s.env.cfg.BatchSize, s.env.cfg.MaxPending/2+1) || s.exhausted {
 		s.pull()
 	}
@@ -265,7 +269,7 @@ func (s *spoutTask) failed(m *messages.Failed) {
 		s.retry(p, reason)
 	}
 	s.flush()
-	s.maybeFinish()
+	s.refill() // dead letters free room
 }
 
 // retry replays a failed root, or dead-letters it after MaxReplays replays.
@@ -304,7 +308,7 @@ func (s *spoutTask) tick() {
 	}
 	s.flush()
 	s.report()
-	s.maybeFinish()
+	s.refill()
 }
 
 func (s *spoutTask) report() {
