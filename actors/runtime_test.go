@@ -229,6 +229,22 @@ func sinkTopology(t *testing.T, lines []string, proc func(TaskInfo) (Processor, 
 	return topo
 }
 
+// runTopology runs topo on a fresh member, for at most 30 seconds.
+func runTopology(t *testing.T, topo *Topology, cfg Config) *RunStats {
+	t.Helper()
+	rt, err := New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := rt.Run(ctx, startMember(t, rt), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // procFunc adapts a function to Processor.
 type procFunc func(t *Tuple, c *Collector)
 
@@ -280,14 +296,7 @@ func TestPoisonRootIsDeadLettered(t *testing.T) {
 	sink := &sinkRecorder{}
 	cfg := testConfig(2)
 	cfg.MaxReplays, cfg.DeadLetters = 2, sink
-	rt, err := New(topo, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := rt.Run(context.Background(), startMember(t, rt), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := runTopology(t, topo, cfg)
 	if st.Completed != 499 || st.DeadLettered != 1 || st.Replayed != 2 || st.Failed != 3 {
 		t.Fatalf("stats %+v", st.Progress)
 	}
@@ -321,14 +330,7 @@ func TestLateAckOfEarlierAttempt(t *testing.T) {
 		}), nil
 	})
 	cfg := testConfig(1)
-	rt, err := New(topo, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := rt.Run(context.Background(), startMember(t, rt), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := runTopology(t, topo, cfg)
 	if st.Completed != 200 || st.Replayed != 1 || st.TimedOut != 1 || st.DeadLettered != 0 {
 		t.Fatalf("stats %+v", st.Progress)
 	}
@@ -381,16 +383,7 @@ func TestEveryRootDeadLettered(t *testing.T) {
 	sink := &sinkRecorder{}
 	cfg := testConfig(1)
 	cfg.MaxPending, cfg.MaxReplays, cfg.DeadLetters = 4, 1, sink
-	rt, err := New(topo, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	st, err := rt.Run(ctx, startMember(t, rt), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := runTopology(t, topo, cfg)
 	if st.DeadLettered != 100 || st.Completed != 0 || st.Replayed != 100 || len(sink.got) != 100 {
 		t.Fatalf("stats %+v, %d dead letters", st.Progress, len(sink.got))
 	}
