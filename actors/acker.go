@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
@@ -32,6 +33,11 @@ type ackerTask struct {
 }
 
 func (a *ackerTask) Receive(ctx actor.Context) {
+	defer func() { // the ledger does not panic; if it ever does, keep serving
+		if r := recover(); r != nil {
+			a.env.log.Errorf("%s: panic: %v\n%s", a.id, r, debug.Stack())
+		}
+	}()
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		a.init(ctx, m)
@@ -69,7 +75,9 @@ func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 			spoutTasks += c.Parallel
 		}
 	}
-	expect := e.cfg.MaxPending * spoutTasks / max(e.cfg.Ackers, 1) * 5 / 4
+	// Pre-size for this acker's share of the roots the spouts may keep in
+	// flight (capped: beyond it the table grows once, by half).
+	expect := min(e.cfg.MaxPending*spoutTasks/max(e.cfg.Ackers, 1), 1<<20)
 	a.id = m.Identity.Identity
 	a.l = ledger.New(ledger.Config{Generations: e.cfg.Generations, ExpectedInFlight: expect})
 	a.res = newResolver(ctx, m.Cluster)

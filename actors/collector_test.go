@@ -29,6 +29,7 @@ func TestBuildRejects(t *testing.T) {
 		{"no input", func(b *Builder) { b.Spout("s", 1, nopSource); b.Processor("p", 1, nopProc) }, "subscribes to nothing"},
 		{"negative field", func(b *Builder) { b.Spout("s", 1, nopSource); b.Processor("p", 1, nopProc).Fields("s", -1) }, "field -1"},
 		{"nil source", func(b *Builder) { b.Spout("s", 1, nil) }, "nil source"},
+		{"subscribed twice", func(b *Builder) { b.Spout("s", 1, nopSource); b.Processor("p", 1, nopProc).Shuffle("s").Fields("s", 0) }, "subscribes to s twice"},
 		{"cycle", func(b *Builder) {
 			b.Spout("s", 1, nopSource)
 			b.Processor("p", 1, nopProc).Shuffle("s").Shuffle("q")

@@ -32,6 +32,7 @@ type processorTask struct {
 }
 
 func (p *processorTask) Receive(ctx actor.Context) {
+	defer p.recoverPanic()
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		p.init(ctx, m)
@@ -47,6 +48,19 @@ func (p *processorTask) Receive(ctx actor.Context) {
 			p.col.flushAcks()
 		}
 	}
+}
+
+// recoverPanic turns a panic in user code outside Process (the factory,
+// Finish) into the task's error, which ends the run.
+func (p *processorTask) recoverPanic() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	p.st.Error = fmt.Sprintf("processor %s/%d: panic: %v", p.info.Component, p.info.Index, r)
+	p.env.log.Errorf("%s\n%s", p.st.Error, debug.Stack())
+	p.finished = true
+	p.report(p.env.reporter.Load())
 }
 
 // flushAcks is the processor's timer message: send the deltas held back.

@@ -67,6 +67,9 @@ type Config struct {
 	Log logrus.FieldLogger
 }
 
+// maxPending bounds Config.MaxPending: the roots one spout task keeps.
+const maxPending = 1 << 20
+
 // DefaultConfig is a configuration for one machine.
 func DefaultConfig() Config {
 	return Config{
@@ -80,8 +83,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Ackers < 0 || c.Ackers > 4096:
 		return fmt.Errorf("ackers = %d, want 0..4096", c.Ackers)
-	case c.MaxPending < 1:
-		return fmt.Errorf("max pending = %d, want >= 1", c.MaxPending)
+	case c.MaxPending < 1 || c.MaxPending > maxPending:
+		return fmt.Errorf("max pending = %d, want 1..%d", c.MaxPending, maxPending)
 	case c.Timeout < 10*time.Millisecond:
 		return fmt.Errorf("timeout = %v, want >= 10ms", c.Timeout)
 	case c.Generations < 2 || c.Generations > ledger.MaxGenerations:
@@ -92,8 +95,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("batch size = %d, want 1..65536", c.BatchSize)
 	case c.AckDelay < 0 || c.AckDelay > c.Timeout/4:
 		return fmt.Errorf("ack delay = %v, want 0..timeout/4", c.AckDelay)
-	case c.MailboxSize < 1:
-		return fmt.Errorf("mailbox size = %d, want >= 1", c.MailboxSize)
+	case c.MailboxSize < 2 || c.MailboxSize > 1<<16: // a ring buffer of 1 cannot tell full from empty
+		return fmt.Errorf("mailbox size = %d, want 2..65536", c.MailboxSize)
 	case c.ReportEvery <= 0:
 		return fmt.Errorf("report interval = %v, want > 0", c.ReportEvery)
 	}
@@ -141,8 +144,11 @@ func (e *env) now() time.Time {
 	return time.Now()
 }
 
-// Runtime runs one topology on a Proto.Actor cluster.
-type Runtime struct{ env *env }
+// Runtime runs one topology on a Proto.Actor cluster, once.
+type Runtime struct {
+	env *env
+	ran atomic.Bool
+}
 
 // New checks cfg and makes a runtime for topo.
 func New(topo *Topology, cfg Config) (*Runtime, error) {
@@ -216,8 +222,12 @@ type RunStats struct {
 
 // Run starts every spout task on c and waits until every task has drained,
 // calling progress (if not nil) every ReportEvery. It returns early with the
-// context's error, or with the first error a task reports.
+// context's error, or with the errors tasks report. A runtime runs once: its
+// tasks keep their state, so a second Run is an error.
 func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Progress)) (*RunStats, error) {
+	if !rt.ran.CompareAndSwap(false, true) {
+		return nil, errors.New("run: this runtime has run already; make a new one")
+	}
 	e := rt.env
 	start := time.Now()
 	rep := newReporter(e.topo.Tasks())
@@ -283,12 +293,12 @@ type reporter struct {
 	total   map[uint32]int64
 	want    int
 	done    int
-	errs    []string
+	errs    map[uint32]string // first error per task
 	allDone chan struct{}
 }
 
 func newReporter(tasks int) *reporter {
-	return &reporter{tasks: map[uint32]*messages.TaskReport{}, want: tasks, allDone: make(chan struct{})}
+	return &reporter{tasks: map[uint32]*messages.TaskReport{}, errs: map[uint32]string{}, want: tasks, allDone: make(chan struct{})}
 }
 
 func (r *reporter) receive(ctx actor.Context) {
@@ -303,8 +313,8 @@ func (r *reporter) receive(ctx actor.Context) {
 		return
 	}
 	r.tasks[m.Task] = m
-	if m.Error != "" {
-		r.errs = append(r.errs, fmt.Sprintf("task %d: %s", m.Task, m.Error))
+	if _, seen := r.errs[m.Task]; m.Error != "" && !seen {
+		r.errs[m.Task] = m.Error
 	}
 	if m.Done {
 		if r.done++; r.done == r.want {
@@ -319,8 +329,12 @@ func (r *reporter) err() error {
 	if len(r.errs) == 0 {
 		return nil
 	}
-	sort.Strings(r.errs)
-	return errors.New(strings.Join(r.errs, "; "))
+	errs := make([]string, 0, len(r.errs))
+	for _, e := range r.errs {
+		errs = append(errs, e)
+	}
+	sort.Strings(errs)
+	return errors.New(strings.Join(errs, "; "))
 }
 
 func (r *reporter) progress() Progress {

@@ -388,3 +388,56 @@ func TestEveryRootDeadLettered(t *testing.T) {
 		t.Fatalf("stats %+v, %d dead letters", st.Progress, len(sink.got))
 	}
 }
+
+// panicSource panics when asked for its sixth root.
+type panicSource struct{ memSource }
+
+func (p *panicSource) Next() (source.Root, error) {
+	if p.next == 5 {
+		panic("source broke")
+	}
+	return p.memSource.Next()
+}
+
+type finishPanics struct{ procFunc }
+
+func (finishPanics) Finish(*Collector) { panic("finish broke") }
+
+// TestPanicsOutsideProcessEndTheRun: a panic in a source or in Finish is the
+// run's error, not a silent hang.
+func TestPanicsOutsideProcessEndTheRun(t *testing.T) {
+	ack := procFunc(func(tu *Tuple, c *Collector) { c.Ack(tu) })
+	for _, tc := range []struct {
+		name string
+		src  source.Factory
+		proc Processor
+		want string
+	}{
+		{"source", func(int, int) (source.Source, error) {
+			return &panicSource{memSource{lines: numbered(20, nil), mu: &sync.Mutex{}, done: map[uint64]int{}}}, nil
+		}, ack, "source broke"},
+		{"finish", func(int, int) (source.Source, error) {
+			return &memSource{lines: numbered(20, nil), mu: &sync.Mutex{}, done: map[uint64]int{}}, nil
+		}, finishPanics{ack}, "finish broke"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b Builder
+			b.Spout("lines", 1, tc.src)
+			b.Processor("p", 1, func(TaskInfo) (Processor, error) { return tc.proc, nil }).Shuffle("lines")
+			topo, err := b.Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, err := New(topo, testConfig(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err = rt.Run(ctx, startMember(t, rt), nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run() = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -59,6 +60,7 @@ type spoutTask struct {
 }
 
 func (s *spoutTask) Receive(ctx actor.Context) {
+	defer s.recoverPanic()
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		s.init(ctx, m)
@@ -75,7 +77,7 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 		s.completed(m)
 	case *messages.Failed:
 		s.failed(m)
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
 		if s.cancel != nil {
 			s.cancel()
 		}
@@ -85,6 +87,24 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 			}
 		}
 	}
+}
+
+// recoverPanic turns a panic in user code (a source, a dead-letter sink)
+// into the task's error: the run reports it instead of waiting for a task
+// that lost its state.
+func (s *spoutTask) recoverPanic() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	s.st.Error = fmt.Sprintf("spout %s/%d: panic: %v", s.info.Component, s.info.Index, r)
+	s.env.log.Errorf("%s\n%s", s.st.Error, debug.Stack())
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.finished = true
+	s.st.Done = true
+	s.report()
 }
 
 func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {

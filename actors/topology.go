@@ -187,12 +187,18 @@ func (b *Builder) Build() (*Topology, error) {
 		add(&Component{Name: p.name, Parallel: p.parallel, make: p.make, inputs: p.inputs})
 	}
 	for _, c := range t.Components {
+		seen := map[string]bool{}
 		for _, in := range c.inputs {
 			from, ok := t.byName[in.From]
 			if !ok {
 				errs = append(errs, fmt.Errorf("topology: %s subscribes to unknown component %q", c.Name, in.From))
 				continue
 			}
+			if seen[in.From] {
+				errs = append(errs, fmt.Errorf("topology: %s subscribes to %s twice", c.Name, in.From))
+				continue
+			}
+			seen[in.From] = true
 			from.outputs = append(from.outputs, output{to: c, kind: in.Kind, field: in.Field})
 			c.upstream += from.Parallel
 		}

@@ -46,16 +46,41 @@ func (h *slogHandler) Handle(_ context.Context, r slog.Record) error {
 		h.add(fields, a)
 		return true
 	})
-	h.log.WithFields(fields).WithTime(r.Time).Log(level(r.Level), r.Message)
+	e := h.log.WithFields(fields)
+	if !r.Time.IsZero() {
+		e = e.WithTime(r.Time)
+	}
+	e.Log(level(r.Level), r.Message)
 	return nil
 }
 
 func (h *slogHandler) add(fields logrus.Fields, a slog.Attr) {
-	key := a.Key
-	if h.group != "" {
-		key = h.group + "." + key
+	addAttr(fields, h.group, a)
+}
+
+// addAttr flattens a into fields under prefix, as slog's handlers do:
+// empty attributes are dropped and groups become dotted keys.
+func addAttr(fields logrus.Fields, prefix string, a slog.Attr) {
+	v := a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return
 	}
-	fields[key] = a.Value.Resolve().Any()
+	key := a.Key
+	if prefix != "" && key != "" {
+		key = prefix + "." + key
+	} else if key == "" {
+		key = prefix
+	}
+	if v.Kind() == slog.KindGroup {
+		for _, g := range v.Group() {
+			addAttr(fields, key, g)
+		}
+		return
+	}
+	if key == "" {
+		return
+	}
+	fields[key] = v.Any()
 }
 
 func (h *slogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
@@ -70,6 +95,9 @@ func (h *slogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 }
 
 func (h *slogHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
 	g := name
 	if h.group != "" {
 		g = h.group + "." + name

@@ -23,6 +23,9 @@ func TestSlogIntoLogrus(t *testing.T) {
 			l.With("kind", "acker").WithGroup("g").Warn("slow", "ms", 12)
 		}, []string{"level=warning", "kind=acker", "g.ms=12"}},
 		{"error", logrus.InfoLevel, func(l *slog.Logger) { l.Error("boom") }, []string{"level=error", "msg=boom"}},
+		{"group attrs flattened", logrus.InfoLevel, func(l *slog.Logger) {
+			l.WithGroup("").Info("x", slog.Group("req", slog.Int("id", 7)), slog.Any("", nil))
+		}, []string{"req.id=7"}},
 		{"below the level", logrus.WarnLevel, func(l *slog.Logger) { l.Info("chatter"); l.Debug("more") }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

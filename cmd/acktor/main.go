@@ -21,7 +21,9 @@ type exitError struct {
 func (e *exitError) Error() string { return e.msg }
 
 func main() {
-	err := newRoot().Execute()
+	root, finish := newRoot()
+	err := root.Execute()
+	finish()
 	if err == nil {
 		return
 	}
@@ -34,12 +36,14 @@ func main() {
 	os.Exit(2)
 }
 
-func newRoot() *cobra.Command {
+// newRoot builds the command tree; call finish after Execute, whatever it
+// returned (it stops a CPU profile).
+func newRoot() (root *cobra.Command, finish func()) {
 	var level, cpuprofile string
-	var stopProfile func()
+	stopProfile := func() {}
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
-	root := &cobra.Command{
+	root = &cobra.Command{
 		Use:           "acktor",
 		Short:         "Reliable tuple tracking and a stream speed layer on Proto.Actor",
 		SilenceUsage:  true,
@@ -62,14 +66,9 @@ func newRoot() *cobra.Command {
 			}
 			return nil
 		},
-		PersistentPostRun: func(*cobra.Command, []string) {
-			if stopProfile != nil {
-				stopProfile()
-			}
-		},
 	}
 	root.PersistentFlags().StringVar(&level, "log-level", "warning", "log level: debug, info, warning, error")
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the command to this file")
 	root.AddCommand(newWordcount(log))
-	return root
+	return root, func() { stopProfile() }
 }

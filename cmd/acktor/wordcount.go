@@ -99,6 +99,11 @@ func sourceFor(f wordcountFlags) (source.Factory, error) {
 }
 
 func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) error {
+	switch f.progress {
+	case "auto", "bar", "log", "none":
+	default:
+		return flagError(fmt.Errorf("--progress %q: want auto, bar, log or none", f.progress))
+	}
 	src, err := sourceFor(f)
 	if err != nil {
 		return err
@@ -145,8 +150,8 @@ func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) err
 	}
 	switch {
 	case st.DeadLettered > 0:
-		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d lines dead-lettered after %d replays (first: %s)",
-			st.DeadLettered, st.Roots, f.maxReplays, dead.first())}
+		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d lines dead-lettered (first: %s)",
+			st.DeadLettered, st.Roots, dead.first())}
 	case st.Completed != st.Roots:
 		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d lines finished", st.Completed, st.Roots)}
 	}

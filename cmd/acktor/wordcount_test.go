@@ -12,7 +12,8 @@ import (
 // acktor runs the command in-process and returns its error.
 func acktor(t *testing.T, args ...string) error {
 	t.Helper()
-	cmd := newRoot()
+	cmd, finish := newRoot()
+	defer finish()
 	cmd.SetArgs(args)
 	cmd.SetOut(os.Stderr)
 	return cmd.Execute()
@@ -46,6 +47,8 @@ func TestWordcountBadInput(t *testing.T) {
 		{[]string{"wordcount", "--input", "-", "--spouts", "2"}, "stdin"},
 		{[]string{"wordcount", "--input", text, "--generate", "5"}, "give one"},
 		{[]string{"wordcount", "--input", text, "--timeout", "soon"}, "--timeout"},
+		{[]string{"wordcount", "--input", text, "--progress", "loud"}, "--progress"},
+		{[]string{"wordcount", "--input", text, "--max-pending", "100000000"}, "--max-pending 100000000"},
 	} {
 		err := acktor(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
