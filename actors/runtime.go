@@ -236,6 +236,7 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	defer root.Stop(pid)
 	e.reporter.Store(pid)
 	defer e.reporter.Store(nil)
+	defer rt.stopTasks(c) // their timers and sources go with them
 
 	for _, comp := range e.topo.Components {
 		if !comp.Spout {
@@ -284,6 +285,32 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 			Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes})
 	}
 	return st, nil
+}
+
+// stopTasks stops every task and acker of the topology hosted on this
+// member, so that no timer keeps a finished run's state alive.
+func (rt *Runtime) stopTasks(c *cluster.Cluster) {
+	e := rt.env
+	var pids []*actor.PID
+	for task := range uint32(e.topo.Tasks()) {
+		kind := KindProcessor
+		if e.topo.tasks[task].Spout {
+			kind = KindSpout
+		}
+		if p := c.Get(e.topo.identity(task), kind); p != nil {
+			pids = append(pids, p)
+		}
+	}
+	for n := range e.cfg.Ackers {
+		if p := c.Get(AckerIdentity(n), KindAcker); p != nil {
+			pids = append(pids, p)
+		}
+	}
+	for _, p := range pids {
+		if p.Address == c.ActorSystem.Address() {
+			c.ActorSystem.Root.Stop(p)
+		}
+	}
 }
 
 // reporter collects TaskReports; it runs as a local actor, read by Run.
