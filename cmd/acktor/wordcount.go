@@ -262,11 +262,13 @@ func (d *deadLetters) first() string {
 }
 
 // progress shows a run on stderr: a one-line bar on a terminal, log lines
-// otherwise.
+// otherwise. Rates are over the last second or more, so that the reports of
+// many tasks arriving unevenly do not make them jump.
 type progress struct {
 	mode string
-	prev actors.Progress
-	bar  bool
+	prev actors.Progress // where the current rate window started
+	rate float64
+	last actors.Progress
 }
 
 func newProgress(mode string) *progress {
@@ -281,34 +283,45 @@ func newProgress(mode string) *progress {
 }
 
 func (p *progress) update(pr actors.Progress) {
-	rate := 0.0
-	if dt := (pr.Elapsed - p.prev.Elapsed).Seconds(); dt > 0 {
-		rate = float64(pr.Tuples-p.prev.Tuples) / dt
+	p.last = pr
+	dt := (pr.Elapsed - p.prev.Elapsed).Seconds()
+	if dt < 1 {
+		if p.mode == "bar" {
+			p.draw(pr)
+		}
+		return
 	}
-	total := "?"
-	if pr.Total >= 0 {
-		total = fmt.Sprint(pr.Total)
-	}
+	p.rate = float64(pr.Tuples-p.prev.Tuples) / dt
+	p.prev = pr
 	switch p.mode {
 	case "bar":
-		p.prev = pr
-		p.bar = true
-		fmt.Fprintf(os.Stderr, "\r%s roots %d/%s | %.2fM tuples/s | in flight %d | replays %d | dead %d   ",
-			bar(pr.Completed, pr.Total), pr.Completed, total, rate/1e6, pr.InFlight, pr.Replayed, pr.DeadLettered)
+		p.draw(pr)
 	case "log":
-		if pr.Elapsed-p.prev.Elapsed < time.Second {
-			return
-		}
-		p.prev = pr
 		fmt.Fprintf(os.Stderr, "%s progress: roots %d/%s, %.0f tuples/s, in flight %d, replays %d, dead-lettered %d\n",
-			time.Now().Format(time.TimeOnly), pr.Completed, total, rate, pr.InFlight, pr.Replayed, pr.DeadLettered)
+			time.Now().Format(time.TimeOnly), pr.Completed, total(pr), p.rate, pr.InFlight, pr.Replayed, pr.DeadLettered)
 	}
 }
 
+func (p *progress) draw(pr actors.Progress) {
+	fmt.Fprintf(os.Stderr, "\r%s roots %d/%s | %.2fM tuples/s | in flight %d | replays %d | dead %d   ",
+		bar(pr.Completed, pr.Total), pr.Completed, total(pr), p.rate/1e6, pr.InFlight, pr.Replayed, pr.DeadLettered)
+}
+
+// end closes the bar with the whole run's average rate.
 func (p *progress) end() {
-	if p.bar {
-		fmt.Fprintln(os.Stderr)
+	if p.mode != "bar" || p.last.Elapsed == 0 {
+		return
 	}
+	p.rate = float64(p.last.Tuples) / p.last.Elapsed.Seconds()
+	p.draw(p.last)
+	fmt.Fprintln(os.Stderr, "(average)")
+}
+
+func total(pr actors.Progress) string {
+	if pr.Total < 0 {
+		return "?"
+	}
+	return fmt.Sprint(pr.Total)
 }
 
 func bar(done uint64, total int64) string {
