@@ -1,0 +1,298 @@
+package window
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// The update benchmarks run a 1 h window over 1M keys at a steady event
+// rate of 10 000 updates per second of event time. Keys are uniformly
+// random (the worst case for caches and for expiry: almost every update
+// makes a cell of its own) or Zipf-distributed (s = 1.1, hot keys spread
+// over the columns), the shape of real traffic. The window is filled with
+// a full hour first, so a measured update also pays its share of folding
+// and expiring the panes it pushes along: the amortized steady state.
+const (
+	benchKeys   = 1 << 20
+	benchRate   = 10_000 // updates per second of event time
+	benchWindow = time.Hour
+	benchStep   = int64(time.Second) / benchRate
+)
+
+// benchState is a full window and the clock of its updates, kept across
+// the b.N rounds and between BenchmarkAdd and BenchmarkAddIndex.
+type benchState struct {
+	w    *Sliding
+	now  int64
+	cols []uint32 // the key stream, as columns, cycled
+	i    int
+}
+
+type benchShape struct {
+	pane time.Duration
+	zipf bool
+}
+
+func (s benchShape) String() string {
+	keys := "uniform"
+	if s.zipf {
+		keys = "zipf1.1"
+	}
+	return fmt.Sprintf("window=1h/pane=%v/keys=1M-%s/rate=%d", s.pane, keys, benchRate)
+}
+
+var (
+	benchShapes = []benchShape{{time.Second, false}, {10 * time.Second, false}, {time.Second, true}}
+	benchStates = map[benchShape]*benchState{}
+)
+
+// benchKey writes key i into buf: a caller's key sits in its message buffer.
+func benchKey(buf *[12]byte, i uint32) []byte {
+	copy(buf[:4], "key:")
+	binary.BigEndian.PutUint64(buf[4:], uint64(i)*0x9E3779B97F4A7C15)
+	return buf[:]
+}
+
+func fullWindow(b *testing.B, shape benchShape) *benchState {
+	if s := benchStates[shape]; s != nil {
+		return s
+	}
+	w, err := New(Config{Size: benchWindow, Pane: shape.pane}, Limits{MaxKeys: benchKeys})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf [12]byte
+	for i := range uint32(benchKeys) {
+		if col, err := w.Column(benchKey(&buf, i)); err != nil || col != i {
+			b.Fatalf("Column = %d, %v", col, err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := &benchState{w: w, cols: make([]uint32, 1<<20)}
+	zipf, perm := rand.NewZipf(rng, 1.1, 1, benchKeys-1), rng.Perm(benchKeys)
+	for i := range s.cols {
+		if shape.zipf {
+			s.cols[i] = uint32(perm[zipf.Uint64()])
+		} else {
+			s.cols[i] = rng.Uint32N(benchKeys)
+		}
+	}
+	for range int(benchWindow.Seconds()) * benchRate {
+		s.step()
+	}
+	benchStates[shape] = s
+	return s
+}
+
+func (s *benchState) step() {
+	s.now += benchStep
+	_ = s.w.AddIndex(s.now, s.cols[s.i&(len(s.cols)-1)], 1)
+	s.i++
+}
+
+// BenchmarkAdd: one update through the dictionary. 1 h windows of 1 s and
+// 10 s panes run side by side. Two yardsticks: the dictionary lookup alone
+// (a Go map of 1M string keys), and the paper's dense matrix doing the same
+// update (a random ++ in the pane's count and sum rows and in the total
+// vector, before any expiry: a dense pane costs O(keys) to expire, see
+// BenchmarkAdvance).
+func BenchmarkAdd(b *testing.B) {
+	for _, shape := range benchShapes {
+		b.Run(shape.String(), func(b *testing.B) {
+			s := fullWindow(b, shape)
+			var buf [12]byte
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				s.now += benchStep
+				if err := s.w.Add(s.now, benchKey(&buf, s.cols[s.i&(len(s.cols)-1)]), 1); err != nil {
+					b.Fatal(err)
+				}
+				s.i++
+			}
+			reportCells(b, s.w)
+		})
+	}
+	b.Run("map-reference/keys=1M-uniform", func(b *testing.B) {
+		s := fullWindow(b, benchShapes[0])
+		var buf [12]byte
+		var sink uint32
+		b.ResetTimer()
+		for i := range b.N {
+			sink += s.w.dict[string(benchKey(&buf, s.cols[i&(len(s.cols)-1)]))]
+		}
+		_ = sink
+	})
+	b.Run("dense-reference/keys=1M-uniform", func(b *testing.B) {
+		cols := fullWindow(b, benchShapes[0]).cols
+		counts, sums, totals := make([]uint32, benchKeys), make([]int64, benchKeys), make([]total, benchKeys)
+		b.ResetTimer()
+		for i := range b.N {
+			col := cols[i&(len(cols)-1)]
+			counts[col]++
+			sums[col]++
+			totals[col].count++
+			totals[col].sum++
+		}
+	})
+}
+
+// BenchmarkAddIndex: the same, for a caller that holds the column. It is
+// the full windows' last user, and lets each go (~0.7 GB) when done.
+func BenchmarkAddIndex(b *testing.B) {
+	for _, shape := range benchShapes {
+		b.Run(shape.String(), func(b *testing.B) {
+			s := fullWindow(b, shape)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				s.step()
+			}
+			reportCells(b, s.w)
+		})
+		delete(benchStates, shape)
+		runtime.GC()
+	}
+}
+
+func reportCells(b *testing.B, w *Sliding) {
+	st := w.Stats()
+	b.ReportMetric(float64(st.Cells), "cells")
+	if st.CellsFull+st.KeysFull+st.Late+st.Ahead+st.Overflow != 0 {
+		b.Fatalf("rejections in a benchmark: %+v", st)
+	}
+}
+
+// BenchmarkAdvance times expiring one pane that holds the given number of
+// cells, each a random column of 1M: ns/pane and ns/cell. The dense
+// sub-benchmark is the alternative it replaces: subtracting a dense row of
+// 1M (count, sum) from the totals, whatever the pane touched.
+func BenchmarkAdvance(b *testing.B) {
+	const panes = 60
+	for _, cells := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("sparse/cells=%d/keys=1M", cells), func(b *testing.B) {
+			w, err := New(Config{Size: panes * time.Second, Pane: time.Second}, Limits{MaxKeys: benchKeys})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var buf [12]byte
+			for i := range uint32(benchKeys) {
+				_, _ = w.Column(benchKey(&buf, i))
+			}
+			rng := rand.New(rand.NewPCG(3, 4))
+			fill := func(pane int64) {
+				for range cells {
+					_ = w.AddIndex(pane*int64(time.Second), rng.Uint32N(benchKeys), 1)
+				}
+			}
+			for p := range int64(panes) {
+				fill(p)
+			}
+			var spent time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				p := int64(panes + i)
+				start := time.Now()
+				w.Advance(p * int64(time.Second)) // expires pane p-60
+				spent += time.Since(start)
+				fill(p)
+			}
+			b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N), "ns/pane")
+			b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N)/float64(cells), "ns/cell")
+		})
+	}
+	b.Run("dense-reference/keys=1M", func(b *testing.B) {
+		type total struct {
+			count uint64
+			sum   int64
+		}
+		counts, sums, totals := make([]uint32, benchKeys), make([]int64, benchKeys), make([]total, benchKeys)
+		for i := range counts {
+			counts[i], sums[i], totals[i] = 1, 1, total{2, 2}
+		}
+		b.ResetTimer()
+		for range b.N {
+			for i := range totals {
+				totals[i].count -= uint64(counts[i])
+				totals[i].sum -= sums[i]
+				counts[i], sums[i] = 0, 0
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pane")
+	})
+}
+
+// BenchmarkTopK ranks the live keys of a window, k = 10.
+func BenchmarkTopK(b *testing.B) {
+	for _, keys := range []int{10_000, 1 << 20} {
+		for _, by := range []Order{ByCount, BySum} {
+			b.Run(fmt.Sprintf("keys=%d/by=%s/k=10", keys, map[Order]string{ByCount: "count", BySum: "sum"}[by]), func(b *testing.B) {
+				w, err := New(Config{Size: time.Minute, Pane: time.Second}, Limits{MaxKeys: keys})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(5, 6))
+				var buf [12]byte
+				for i := range uint32(keys) {
+					key := benchKey(&buf, i)
+					for range 1 + rng.IntN(4) {
+						_ = w.Add(rng.Int64N(int64(time.Minute)), key, rng.Int64N(1000))
+					}
+				}
+				dst := make([]Entry, 0, 10)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					dst = w.TopK(dst[:0], 10, by)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkMemory reports the heap a Sliding window takes: bytes/key for
+// the dictionary and the total vector, bytes/key/pane for the panes' cells,
+// with every key in every pane (density 1, where the paper's dense rows of
+// uint32 counts and int64 sums would take 12 bytes/key/pane) and with one
+// key in ten per pane (density 0.1, where dense rows still take 12).
+func BenchmarkMemory(b *testing.B) {
+	const keys, panes = 100_000, 60
+	for _, every := range []int{1, 10} {
+		b.Run(fmt.Sprintf("keys=%d/panes=%d/density=%.1f", keys, panes, 1/float64(every)), func(b *testing.B) {
+			var perKey, perCell float64
+			for range b.N {
+				var m0, m1, m2 runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&m0)
+				w, err := New(Config{Size: panes * time.Second, Pane: time.Second}, Limits{MaxKeys: keys})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var buf [12]byte
+				for i := range uint32(keys) {
+					_, _ = w.Column(benchKey(&buf, i))
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&m1)
+				for p := range int64(panes) {
+					for col := int(p) % every; col < keys; col += every {
+						if err := w.AddIndex(p*int64(time.Second), uint32(col), 1); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&m2)
+				perKey = float64(m1.HeapAlloc-m0.HeapAlloc) / keys
+				perCell = float64(m2.HeapAlloc-m1.HeapAlloc) / keys / panes
+				runtime.KeepAlive(w)
+			}
+			b.ReportMetric(perKey, "bytes/key")
+			b.ReportMetric(perCell, "bytes/key/pane")
+		})
+	}
+}

@@ -1,0 +1,517 @@
+package window
+
+import (
+	"fmt"
+	"math"
+)
+
+// MaxKeys is the largest Limits.MaxKeys: columns are uint32, and so are
+// the positions of a pane's cells, up to two per key.
+const MaxKeys = 1<<31 - 1
+
+// Limits bound the memory of a Sliding window.
+type Limits struct {
+	// MaxKeys bounds the dictionary: at most this many keys hold a column.
+	// When it is full, a new key takes the column of a key whose window
+	// count is zero, or is rejected with ErrKeysFull. 1..MaxKeys.
+	MaxKeys int
+	// MaxCells bounds the (key, pane) cells of all panes together, each 16
+	// bytes: a new cell beyond it is rejected with ErrCellsFull. 0 means
+	// MaxKeys × panes, the size of the paper's dense matrix.
+	MaxCells int
+}
+
+// Validate reports a limit error naming the field.
+func (l Limits) Validate() error {
+	if l.MaxKeys < 1 || l.MaxKeys > MaxKeys {
+		return fmt.Errorf("window: Limits.MaxKeys = %d, want 1..%d", l.MaxKeys, MaxKeys)
+	}
+	if l.MaxCells < 0 {
+		return fmt.Errorf("window: Limits.MaxCells = %d, want >= 0 (0: MaxKeys × panes)", l.MaxCells)
+	}
+	return nil
+}
+
+// Value is a key's aggregate over the window.
+type Value struct {
+	Count uint64 // updates
+	Sum   int64  // sum of their values, exact modulo 2^64
+}
+
+// Entry is a key and its window value, as TopK returns them.
+type Entry struct {
+	Key string
+	Value
+}
+
+// Order is what TopK ranks by.
+type Order uint8
+
+const (
+	// ByCount ranks by the number of updates in the window.
+	ByCount Order = iota
+	// BySum ranks by the sum of their values.
+	BySum
+)
+
+// total is a column's entry in the total vector: its count and sum over
+// the closed panes of the window (all but the newest).
+type total struct {
+	count uint64
+	sum   int64
+}
+
+// cell is one nonzero element of a pane's row of the matrix: 16 bytes.
+type cell struct {
+	col   uint32
+	count uint32
+	sum   int64
+}
+
+// pane is one slot of the ring: the cells its updates touched, in the order
+// they were first touched.
+type pane struct {
+	cells []cell
+	// late finds a column's cell made after the pane was closed; updates
+	// while it was the newest found theirs through the window's head index,
+	// emptied at the close. So a (key, pane) pair has at most two cells: one
+	// for the updates that came in order, one for the late ones.
+	late cellIndex
+}
+
+// Sliding is an exact sliding window of per-key counts and sums: the
+// paper's matrix of vectors, one column per key and one row per pane.
+//
+// An in-order update touches only the newest pane: a small hash index from
+// column to cell over the keys that pane has seen (it stays in cache at a
+// million keys, where a vector over every key would not), then the cell, or
+// a new cell appended. When the window moves on, the newest pane is folded
+// into the total vector in one pass and the panes that expire are
+// subtracted from it in another. Each cell is folded and subtracted once,
+// so that work is O(cells) per pane, not O(keys), and amortized O(1) per
+// update whatever the number of panes. A late update goes to its own older
+// pane (through that pane's late index) and straight into the total. A read
+// is the key's total plus its cell in the newest pane: O(1).
+//
+// Costs: Add is a map lookup plus AddIndex; Get is O(1); TopK is
+// O(keys + live·log k); Stats is O(cells in the newest pane). Memory: about
+// 20 bytes per column (its total, its reclaim bookkeeping) plus the
+// dictionary (the key's bytes, its string header, a map entry); 16 bytes per
+// cell in use; the newest pane's index, 8 bytes a slot, at most 3/4 full;
+// and the panes' spare capacity: a pane that expires holding less than a
+// quarter of its buffer, beyond 1024 cells, gives the buffer back.
+//
+// Not safe for concurrent use.
+type Sliding struct {
+	clock
+	dict       map[string]uint32 // key → column
+	keys       []string          // column → key
+	totals     []total           // the total vector, over the closed panes
+	panes      []pane
+	head       cellIndex // column → cell in the newest pane
+	idle       []uint32  // columns that had a zero count when pushed: reclaim candidates
+	idleMark   []uint64  // bit per column: in idle
+	maxKeys    int
+	maxCells   int
+	liveClosed int // columns with a nonzero total
+	cellCount  int
+}
+
+// New makes an empty exact window, or reports what is wrong with cfg or lim.
+func New(cfg Config, lim Limits) (*Sliding, error) {
+	c, err := newClock(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
+	maxCells := lim.MaxCells
+	if maxCells == 0 {
+		maxCells = lim.MaxKeys * int(c.n)
+		if maxCells/int(c.n) != lim.MaxKeys { // overflowed int
+			maxCells = math.MaxInt
+		}
+	}
+	return &Sliding{
+		clock:    c,
+		dict:     make(map[string]uint32),
+		panes:    make([]pane, c.n),
+		maxKeys:  lim.MaxKeys,
+		maxCells: maxCells,
+	}, nil
+}
+
+// Add counts one update of key with value at event time t: the key's count
+// in t's pane and in the window goes up by one and its sum by value. A new
+// key is copied into the dictionary; a known key costs no allocation. It
+// returns nil or one of ErrLate, ErrAhead, ErrKeysFull, ErrCellsFull,
+// ErrOverflow, and then changed nothing but the window's position (a time
+// past the newest pane moves the window even if the key is then refused).
+func (w *Sliding) Add(t int64, key []byte, value int64) error {
+	s, err := w.place(t, w)
+	if err != nil {
+		return err
+	}
+	col, err := w.Column(key)
+	if err != nil {
+		return err
+	}
+	return w.addAt(s, col, value)
+}
+
+// AddIndex is Add for a caller that holds the key's column (from Column),
+// without the dictionary lookup. It returns ErrColumn for a column the
+// dictionary never gave out.
+func (w *Sliding) AddIndex(t int64, col uint32, value int64) error {
+	if uint64(col) >= uint64(len(w.totals)) {
+		return ErrColumn
+	}
+	if w.inHead(t) { // the fast path, spelled out: nothing here inlines further
+		return w.addHead(col, value)
+	}
+	s, err := w.place(t, w)
+	if err != nil {
+		return err
+	}
+	return w.addAt(s, col, value)
+}
+
+// addAt puts an update of col into the pane in slot s.
+func (w *Sliding) addAt(s int, col uint32, value int64) error {
+	if s == w.clock.slot {
+		return w.addHead(col, value)
+	}
+	return w.addLate(s, col, value)
+}
+
+// addHead puts an update of col into the newest pane.
+func (w *Sliding) addHead(col uint32, value int64) error {
+	p := &w.panes[w.clock.slot]
+	i, at, ok := w.head.find(col)
+	if ok {
+		return w.bump(&p.cells[i], value)
+	}
+	if w.cellCount >= w.maxCells {
+		w.stats.CellsFull++
+		return ErrCellsFull
+	}
+	w.head.put(col, uint32(len(p.cells)), at)
+	p.cells = append(p.cells, cell{col: col, count: 1, sum: value})
+	w.cellCount++
+	w.stats.Added++
+	return nil
+}
+
+// addLate puts an update of col into the closed pane in slot s, and into
+// the total, which that pane was folded into when it closed.
+func (w *Sliding) addLate(s int, col uint32, value int64) error {
+	p := &w.panes[s]
+	i, at, ok := p.late.find(col)
+	if ok {
+		if err := w.bump(&p.cells[i], value); err != nil {
+			return err
+		}
+	} else {
+		if w.cellCount >= w.maxCells {
+			w.stats.CellsFull++
+			return ErrCellsFull
+		}
+		p.late.put(col, uint32(len(p.cells)), at)
+		p.cells = append(p.cells, cell{col: col, count: 1, sum: value})
+		w.cellCount++
+		w.stats.Added++
+	}
+	w.fold(col, 1, value)
+	return nil
+}
+
+// bump adds one update to an existing cell.
+func (w *Sliding) bump(e *cell, value int64) error {
+	if e.count == math.MaxUint32 {
+		w.stats.Overflow++
+		return ErrOverflow
+	}
+	e.count++
+	e.sum += value
+	w.stats.Added++
+	return nil
+}
+
+// fold adds count and sum to col's total.
+func (w *Sliding) fold(col uint32, count uint32, sum int64) {
+	t := &w.totals[col]
+	if t.count == 0 {
+		w.liveClosed++
+	}
+	t.count += uint64(count)
+	t.sum += sum
+}
+
+// closeHead folds the newest pane into the total vector as the window
+// moves on; its index starts over for the next newest pane.
+func (w *Sliding) closeHead(s int) {
+	for _, e := range w.panes[s].cells {
+		w.fold(e.col, e.count, e.sum)
+	}
+	w.head.reset()
+}
+
+// recycle expires the pane in slot s, already closed: its cells leave the
+// totals.
+func (w *Sliding) recycle(s int) {
+	p := &w.panes[s]
+	for _, e := range p.cells {
+		t := &w.totals[e.col]
+		t.count -= uint64(e.count)
+		t.sum -= e.sum
+		if t.count == 0 {
+			w.liveClosed--
+			w.retire(e.col)
+		}
+	}
+	w.cellCount -= len(p.cells)
+	if cap(p.cells) > 1024 && cap(p.cells) > 4*len(p.cells) {
+		p.cells = nil // a burst's buffer: give it back
+	} else {
+		p.cells = p.cells[:0]
+	}
+	p.late.reset()
+}
+
+// headCell returns col's cell in the newest pane, if it has one.
+func (w *Sliding) headCell(col uint32) (cell, bool) {
+	if i, _, ok := w.head.find(col); ok {
+		return w.panes[w.clock.slot].cells[i], true
+	}
+	return cell{}, false
+}
+
+// retire makes col a reclaim candidate, once.
+func (w *Sliding) retire(col uint32) {
+	word, bit := col/64, uint64(1)<<(col%64)
+	if w.idleMark[word]&bit == 0 {
+		w.idleMark[word] |= bit
+		w.idle = append(w.idle, col)
+	}
+}
+
+// intern gives key a column: a new one while the dictionary has room, else
+// the column of a key whose window count is zero.
+func (w *Sliding) intern(key []byte) (uint32, error) {
+	var col uint32
+	switch {
+	case len(w.keys) < w.maxKeys:
+		col = uint32(len(w.keys))
+		w.keys = append(w.keys, "")
+		w.totals = append(w.totals, total{})
+		if int(col)/64 >= len(w.idleMark) {
+			w.idleMark = append(w.idleMark, 0)
+		}
+	default:
+		var ok bool
+		if col, ok = w.reclaim(); !ok {
+			w.stats.KeysFull++
+			return 0, ErrKeysFull
+		}
+		delete(w.dict, w.keys[col])
+		w.stats.Reclaimed++
+	}
+	k := string(key)
+	w.keys[col] = k
+	w.dict[k] = col
+	w.retire(col) // zero until its first update lands
+	return col, nil
+}
+
+// reclaim pops a column whose window count is zero; candidates that have
+// counted again since they were pushed are dropped (and pushed again when
+// they fall back to zero).
+func (w *Sliding) reclaim() (uint32, bool) {
+	for len(w.idle) > 0 {
+		col := w.idle[len(w.idle)-1]
+		w.idle = w.idle[:len(w.idle)-1]
+		w.idleMark[col/64] &^= 1 << (col % 64)
+		if _, inHead := w.headCell(col); w.totals[col].count == 0 && !inHead {
+			return col, true
+		}
+	}
+	return 0, false
+}
+
+// Advance moves the window so that its newest pane holds t, expiring the
+// panes that fall off its start; an older t changes nothing.
+func (w *Sliding) Advance(t int64) { w.advance(t, w) }
+
+// Column returns key's column, giving it one as Add would; the index stays
+// the key's while its window count is nonzero. Once the count is zero and
+// the dictionary is full, a new key may take the column (Stats.Reclaimed
+// counts it): a caller caching indexes can check them with Key.
+func (w *Sliding) Column(key []byte) (uint32, error) {
+	if col, ok := w.dict[string(key)]; ok { // string(key) does not allocate here
+		return col, nil
+	}
+	return w.intern(key)
+}
+
+// Lookup returns key's column if the dictionary holds it.
+func (w *Sliding) Lookup(key []byte) (uint32, bool) {
+	col, ok := w.dict[string(key)]
+	return col, ok
+}
+
+// Key returns the key that holds column col, or false.
+func (w *Sliding) Key(col uint32) (string, bool) {
+	if uint64(col) >= uint64(len(w.keys)) {
+		return "", false
+	}
+	return w.keys[col], true
+}
+
+// Get returns key's count and sum over the window; zero for an unknown key.
+func (w *Sliding) Get(key []byte) Value {
+	if col, ok := w.dict[string(key)]; ok {
+		return w.GetIndex(col)
+	}
+	return Value{}
+}
+
+// GetIndex returns the count and sum of column col over the window: its
+// total plus its cell in the newest pane. Zero for a column the dictionary
+// never gave out.
+func (w *Sliding) GetIndex(col uint32) Value {
+	if uint64(col) >= uint64(len(w.totals)) {
+		return Value{}
+	}
+	t := w.totals[col]
+	v := Value{Count: t.count, Sum: t.sum}
+	if e, ok := w.headCell(col); ok {
+		v.Count += uint64(e.count)
+		v.Sum += e.sum
+	}
+	return v
+}
+
+// Bounds returns the window's span [start, end) in event-time ns, saturated
+// at the int64 range; ok is false before the first update or Advance.
+func (w *Sliding) Bounds() (start, end int64, ok bool) { return w.bounds() }
+
+// Stats returns the window's gauges and counters.
+func (w *Sliding) Stats() Stats {
+	s := w.stats
+	s.Keys, s.Live, s.Cells = len(w.keys), w.liveClosed, w.cellCount
+	for _, e := range w.panes[w.clock.slot].cells {
+		if w.totals[e.col].count == 0 { // live only in the newest pane
+			s.Live++
+		}
+	}
+	return s
+}
+
+// TopK appends to dst the k keys with the largest window count (ByCount) or
+// sum (BySum), best first, and returns it. Keys with a zero count are not in
+// the window. Ties go to the bytewise smaller key, so the answer does not
+// depend on which column a key holds. It scans the columns keeping a
+// k-element heap: O(keys + live·log k) time, O(k) space beyond dst. An
+// unknown Order appends nothing.
+func (w *Sliding) TopK(dst []Entry, k int, by Order) []Entry {
+	if k <= 0 || by > BySum {
+		return dst
+	}
+	h := topHeap{keys: w.keys, by: by, k: k, h: make([]ranked, 0, min(k, len(w.totals)))}
+	head := w.panes[w.clock.slot].cells
+	for _, e := range head { // fold the newest pane in for the scan, then out
+		t := &w.totals[e.col]
+		t.count += uint64(e.count)
+		t.sum += e.sum
+	}
+	for col, t := range w.totals {
+		if t.count != 0 {
+			h.offer(ranked{col: uint32(col), v: Value{Count: t.count, Sum: t.sum}})
+		}
+	}
+	for _, e := range head {
+		t := &w.totals[e.col]
+		t.count -= uint64(e.count)
+		t.sum -= e.sum
+	}
+	return h.drain(dst)
+}
+
+// ranked is a TopK candidate.
+type ranked struct {
+	col uint32
+	v   Value
+}
+
+// topHeap is a min-heap of candidates by rank: the worst of the best k on
+// top.
+type topHeap struct {
+	keys []string
+	by   Order
+	k    int
+	h    []ranked
+}
+
+// better ranks a above b.
+func (h *topHeap) better(a, b *ranked) bool {
+	if h.by == BySum {
+		if a.v.Sum != b.v.Sum {
+			return a.v.Sum > b.v.Sum
+		}
+	} else if a.v.Count != b.v.Count {
+		return a.v.Count > b.v.Count
+	}
+	return h.keys[a.col] < h.keys[b.col]
+}
+
+// offer keeps r if it ranks among the best k seen so far.
+func (h *topHeap) offer(r ranked) {
+	if len(h.h) < h.k {
+		h.h = append(h.h, r)
+		for i := len(h.h) - 1; i > 0; {
+			parent := (i - 1) / 2
+			if !h.better(&h.h[parent], &h.h[i]) {
+				break
+			}
+			h.h[parent], h.h[i] = h.h[i], h.h[parent]
+			i = parent
+		}
+		return
+	}
+	if h.better(&r, &h.h[0]) {
+		h.h[0] = r
+		h.down(len(h.h))
+	}
+}
+
+// down sifts the top of the first n candidates into place.
+func (h *topHeap) down(n int) {
+	for i := 0; ; {
+		worst, l, r := i, 2*i+1, 2*i+2
+		if l < n && h.better(&h.h[worst], &h.h[l]) {
+			worst = l
+		}
+		if r < n && h.better(&h.h[worst], &h.h[r]) {
+			worst = r
+		}
+		if worst == i {
+			return
+		}
+		h.h[i], h.h[worst] = h.h[worst], h.h[i]
+		i = worst
+	}
+}
+
+// drain appends the candidates best first: popping the worst to the back
+// of the heap's own slice leaves it sorted best first.
+func (h *topHeap) drain(dst []Entry) []Entry {
+	for n := len(h.h) - 1; n > 0; n-- {
+		h.h[0], h.h[n] = h.h[n], h.h[0]
+		h.down(n)
+	}
+	for _, r := range h.h {
+		dst = append(dst, Entry{Key: h.keys[r.col], Value: r.v})
+	}
+	return dst
+}

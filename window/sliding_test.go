@@ -1,0 +1,495 @@
+package window
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		cfg   Config
+		field string // named in the error; "" for a valid config
+	}{
+		{Config{Size: time.Hour, Pane: time.Second}, ""},
+		{Config{Size: time.Hour, Pane: time.Hour, MaxAhead: time.Hour}, ""},
+		{Config{Size: 3, Pane: 1, MaxAhead: 1}, ""},
+		{Config{Size: time.Hour}, "Config.Pane"},
+		{Config{Size: time.Hour, Pane: -time.Second}, "Config.Pane"},
+		{Config{Pane: time.Second}, "Config.Size"},
+		{Config{Size: -time.Hour, Pane: time.Second}, "Config.Size"},
+		{Config{Size: 90 * time.Second, Pane: time.Minute}, "multiple of Config.Pane"},
+		{Config{Size: MaxPanes + 1, Pane: 1}, "panes"},
+		{Config{Size: time.Hour, Pane: time.Second, MaxAhead: -1}, "Config.MaxAhead"},
+		{Config{Size: time.Hour, Pane: time.Second, MaxAhead: time.Millisecond}, "Config.MaxAhead"},
+	} {
+		err := tc.cfg.Validate()
+		if (err == nil) != (tc.field == "") || err != nil && !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%+v: Validate() = %v, want an error naming %q", tc.cfg, err, tc.field)
+		}
+		if _, nerr := New(tc.cfg, Limits{MaxKeys: 1}); (nerr == nil) != (err == nil) {
+			t.Errorf("%+v: New() = %v, Validate() = %v", tc.cfg, nerr, err)
+		}
+	}
+}
+
+func TestLimitsValidate(t *testing.T) {
+	cfg := Config{Size: 4, Pane: 1}
+	for _, tc := range []struct {
+		lim   Limits
+		field string
+	}{
+		{Limits{MaxKeys: 1}, ""},
+		{Limits{MaxKeys: MaxKeys, MaxCells: 10}, ""},
+		{Limits{}, "Limits.MaxKeys"},
+		{Limits{MaxKeys: MaxKeys + 1}, "Limits.MaxKeys"},
+		{Limits{MaxKeys: 1, MaxCells: -1}, "Limits.MaxCells"},
+	} {
+		_, err := New(cfg, tc.lim)
+		if (err == nil) != (tc.field == "") || err != nil && !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%+v: New() = %v, want an error naming %q", tc.lim, err, tc.field)
+		}
+	}
+}
+
+// op is one step of a scripted scenario.
+type op struct {
+	do    string // add, advance
+	t     int64
+	key   string
+	value int64
+	err   error
+}
+
+// TestSlidingScenarios walks the clock through the cases one at a time,
+// with a window of 4 panes of 10 ns: [t0, t0+40).
+func TestSlidingScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		lim  Limits
+		ops  []op
+		want map[string]Value
+	}{
+		{
+			name: "same pane",
+			ops:  []op{{do: "add", t: 100, key: "a", value: 2}, {do: "add", t: 109, key: "a", value: 3}},
+			want: map[string]Value{"a": {2, 5}},
+		},
+		{
+			name: "late but inside the window goes to its own pane",
+			ops: []op{
+				{do: "add", t: 100, key: "a", value: 1},
+				{do: "add", t: 135, key: "a", value: 1}, // window [100,140)
+				{do: "add", t: 100, key: "a", value: 10},
+				{do: "advance", t: 140}, // [110,150): the two at 100 expire
+			},
+			want: map[string]Value{"a": {1, 1}},
+		},
+		{
+			name: "older than the window's start is rejected",
+			ops: []op{
+				{do: "add", t: 140, key: "a", value: 1}, // window [110,150)
+				{do: "add", t: 109, key: "a", value: 1, err: ErrLate},
+				{do: "add", t: 110, key: "a", value: 4},
+			},
+			want: map[string]Value{"a": {2, 5}},
+		},
+		{
+			name: "pane boundaries are half open",
+			ops: []op{
+				{do: "add", t: 99, key: "a", value: 1},  // pane 9
+				{do: "add", t: 100, key: "a", value: 2}, // pane 10
+				{do: "advance", t: 139},                 // pane 13: [100,140)
+			},
+			want: map[string]Value{"a": {1, 2}},
+		},
+		{
+			name: "far future empties the window",
+			ops: []op{
+				{do: "add", t: 100, key: "a", value: 1},
+				{do: "add", t: 1e12, key: "b", value: 1},
+				{do: "add", t: 100, key: "a", value: 1, err: ErrLate},
+			},
+			want: map[string]Value{"a": {}, "b": {1, 1}},
+		},
+		{
+			name: "MaxAhead refuses a jump, Advance is not bounded",
+			cfg:  Config{Size: 40, Pane: 10, MaxAhead: 20},
+			ops: []op{
+				{do: "add", t: 100, key: "a", value: 1},
+				{do: "add", t: 130, key: "a", value: 1, err: ErrAhead}, // 3 panes ahead
+				{do: "add", t: 129, key: "a", value: 1},                // 2
+				{do: "advance", t: 1000},
+			},
+			want: map[string]Value{"a": {}},
+		},
+		{
+			name: "negative times floor toward minus infinity",
+			ops: []op{
+				{do: "add", t: -1, key: "a", value: 1},  // pane -1: window [-40, 0)
+				{do: "add", t: -40, key: "a", value: 1}, // pane -4
+				{do: "add", t: -41, key: "a", value: 1, err: ErrLate},
+				{do: "add", t: -31, key: "a", value: 1},
+			},
+			want: map[string]Value{"a": {3, 3}},
+		},
+		{
+			name: "a full dictionary takes the column of a zero-count key",
+			lim:  Limits{MaxKeys: 2},
+			ops: []op{
+				{do: "add", t: 100, key: "a", value: 1},
+				{do: "add", t: 100, key: "b", value: 1},
+				{do: "add", t: 100, key: "c", value: 1, err: ErrKeysFull},
+				{do: "add", t: 130, key: "a", value: 1},
+				{do: "add", t: 140, key: "c", value: 1}, // b's count is now 0
+				{do: "add", t: 140, key: "d", value: 1, err: ErrKeysFull},
+			},
+			want: map[string]Value{"a": {1, 1}, "b": {}, "c": {1, 1}, "d": {}},
+		},
+		{
+			name: "MaxCells bounds (key, pane) cells, not updates",
+			lim:  Limits{MaxKeys: 10, MaxCells: 2},
+			ops: []op{
+				{do: "add", t: 100, key: "a", value: 1},
+				{do: "add", t: 110, key: "a", value: 1},
+				{do: "add", t: 111, key: "a", value: 1},
+				{do: "add", t: 111, key: "b", value: 1, err: ErrCellsFull},
+				{do: "add", t: 105, key: "a", value: 1, err: ErrCellsFull}, // a second, late cell in pane 10
+				{do: "add", t: 120, key: "a", value: 1, err: ErrCellsFull},
+				{do: "advance", t: 140}, // pane 10 expires
+				{do: "add", t: 140, key: "b", value: 7},
+			},
+			want: map[string]Value{"a": {2, 2}, "b": {1, 7}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cfg == (Config{}) {
+				tc.cfg = Config{Size: 40, Pane: 10}
+			}
+			if tc.lim == (Limits{}) {
+				tc.lim = Limits{MaxKeys: 10}
+			}
+			w, err := New(tc.cfg, tc.lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, o := range tc.ops {
+				var err error
+				switch o.do {
+				case "add":
+					err = w.Add(o.t, []byte(o.key), o.value)
+				case "advance":
+					w.Advance(o.t)
+				}
+				if !errors.Is(err, o.err) {
+					t.Fatalf("op %d %+v: err = %v, want %v", i, o, err, o.err)
+				}
+			}
+			for k, v := range tc.want {
+				if got := w.Get([]byte(k)); got != v {
+					t.Errorf("Get(%q) = %+v, want %+v", k, got, v)
+				}
+			}
+		})
+	}
+}
+
+// TestSlidingExtremeTimes runs the clock at both ends of int64 with 1 ns
+// panes and with panes that do not divide 2^63.
+func TestSlidingExtremeTimes(t *testing.T) {
+	const lo, hi = math.MinInt64, math.MaxInt64
+	for _, tc := range []struct {
+		pane             int64
+		ops              []op
+		start, end       int64
+		wantCount        uint64
+		wantLate, wantOK bool
+	}{
+		{pane: 1, ops: []op{{t: lo}, {t: lo + 3}}, start: lo, end: lo + 4, wantCount: 2},
+		{pane: 1, ops: []op{{t: lo}, {t: hi}, {t: lo, err: ErrLate}, {t: hi - 3}, {t: hi - 4, err: ErrLate}},
+			start: hi - 3, end: hi, wantCount: 2},
+		{pane: 7, ops: []op{{t: hi}, {t: hi - 7*3}, {t: lo, err: ErrLate}}, start: (hi/7 - 3) * 7, end: hi, wantCount: 2},
+		{pane: 7, ops: []op{{t: lo}, {t: lo + 1}}, start: lo, end: (lo/7 + 1) * 7, wantCount: 2},
+		{pane: 7, ops: []op{{t: 0}, {t: hi}, {t: lo, err: ErrLate}, {t: 0, err: ErrLate}}, start: (hi/7 - 3) * 7, end: hi, wantCount: 1},
+	} {
+		w, err := New(Config{Size: time.Duration(4 * tc.pane), Pane: time.Duration(tc.pane)}, Limits{MaxKeys: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range tc.ops {
+			if err := w.Add(o.t, []byte("k"), 1); !errors.Is(err, o.err) {
+				t.Fatalf("pane %d op %d: Add(%d) = %v, want %v", tc.pane, i, o.t, err, o.err)
+			}
+		}
+		start, end, ok := w.Bounds()
+		if !ok || start != tc.start || end != tc.end {
+			t.Errorf("pane %d %v: Bounds() = %d, %d, %v, want %d, %d", tc.pane, tc.ops, start, end, ok, tc.start, tc.end)
+		}
+		if got := w.Get([]byte("k")).Count; got != tc.wantCount {
+			t.Errorf("pane %d %v: count %d, want %d", tc.pane, tc.ops, got, tc.wantCount)
+		}
+	}
+}
+
+func TestSlidingEmpty(t *testing.T) {
+	w, err := New(Config{Size: time.Minute, Pane: time.Second}, Limits{MaxKeys: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := w.Bounds(); ok {
+		t.Error("Bounds ok before any update")
+	}
+	if v := w.Get([]byte("x")); v != (Value{}) {
+		t.Errorf("Get on empty = %+v", v)
+	}
+	if got := w.TopK(nil, 3, ByCount); len(got) != 0 {
+		t.Errorf("TopK on empty = %v", got)
+	}
+	if err := w.AddIndex(0, 0, 1); !errors.Is(err, ErrColumn) {
+		t.Errorf("AddIndex unknown column = %v, want ErrColumn", err)
+	}
+	if _, ok := w.Key(0); ok {
+		t.Error("Key(0) ok on empty dictionary")
+	}
+	if v := w.GetIndex(7); v != (Value{}) {
+		t.Errorf("GetIndex(7) = %+v", v)
+	}
+	w.Advance(5 * int64(time.Second))
+	if start, end, ok := w.Bounds(); !ok || start != -54*int64(time.Second) || end != 6*int64(time.Second) {
+		t.Errorf("Bounds after Advance(5s) = %d, %d, %v", start, end, ok)
+	}
+	if got := w.TopK(nil, 1, Order(9)); got != nil {
+		t.Errorf("TopK with an unknown order = %v", got)
+	}
+}
+
+// TestSlidingOverflow fills a cell to 2^32-1 by hand: one more update is
+// refused and counted, in the newest pane and through a late map.
+func TestSlidingOverflow(t *testing.T) {
+	w, err := New(Config{Size: 20, Pane: 10}, Limits{MaxKeys: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("k")
+	must(t, w.Add(5, key, 1))
+	must(t, w.Add(15, key, 1)) // pane 0 closes
+	must(t, w.Add(6, key, 1))  // a second cell in pane 0, found through its late map
+	for s := range w.panes {
+		for i := range w.panes[s].cells {
+			w.panes[s].cells[i].count = math.MaxUint32
+		}
+	}
+	before := w.Get(key)
+	for _, at := range []int64{16, 7} {
+		if err := w.Add(at, key, 1); !errors.Is(err, ErrOverflow) {
+			t.Errorf("Add(%d) at 2^32-1 = %v, want ErrOverflow", at, err)
+		}
+	}
+	if got := w.Get(key); got != before || w.Stats().Overflow != 2 {
+		t.Errorf("after overflow: %+v (was %+v), Stats.Overflow %d", got, before, w.Stats().Overflow)
+	}
+}
+
+// TestSlidingColumns: Column and AddIndex see the same key as Add, and a
+// reclaimed column answers Key with its new key.
+func TestSlidingColumns(t *testing.T) {
+	w, err := New(Config{Size: 20, Pane: 10}, Limits{MaxKeys: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := w.Column([]byte("a"))
+	must(t, err)
+	must(t, w.AddIndex(0, col, 3))
+	must(t, w.Add(1, []byte("a"), 4))
+	if v := w.Get([]byte("a")); v != (Value{2, 7}) {
+		t.Errorf("Get(a) = %+v", v)
+	}
+	if _, err := w.Column([]byte("b")); !errors.Is(err, ErrKeysFull) {
+		t.Errorf("Column(b) with a full dictionary = %v", err)
+	}
+	w.Advance(20)
+	colB, err := w.Column([]byte("b"))
+	must(t, err)
+	if key, _ := w.Key(colB); colB != col || key != "b" {
+		t.Errorf("b took column %d (%q), want a's %d", colB, key, col)
+	}
+	if _, ok := w.Lookup([]byte("a")); ok {
+		t.Error("a still in the dictionary after its column was reclaimed")
+	}
+	if s := w.Stats(); s.Reclaimed != 1 || s.Keys != 1 {
+		t.Errorf("Stats = %+v", s)
+	}
+}
+
+// TestSlidingAgainstModel drives the window and the brute-force model with
+// the same random updates — in order, late, very late, at pane boundaries,
+// far in the future — and advances, and compares every read after every
+// step: each key's value, TopK both ways, the counters.
+func TestSlidingAgainstModel(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		lim  Limits
+		keys int
+		base int64
+	}{
+		{Config{Size: 40, Pane: 10}, Limits{MaxKeys: 100}, 6, 0},
+		{Config{Size: 10, Pane: 10}, Limits{MaxKeys: 100}, 4, -1000},
+		{Config{Size: 21, Pane: 3, MaxAhead: 9}, Limits{MaxKeys: 100}, 8, -50},
+		{Config{Size: 7, Pane: 1}, Limits{MaxKeys: 3}, 6, 1 << 40},
+		{Config{Size: 50, Pane: 10}, Limits{MaxKeys: 5, MaxCells: 7}, 8, 17},
+		{Config{Size: 60, Pane: 5, MaxAhead: 5}, Limits{MaxKeys: 4, MaxCells: 20}, 10, -3},
+	} {
+		for seed := range uint64(6) {
+			t.Run(fmt.Sprintf("%+v/%+v/seed=%d", tc.cfg, tc.lim, seed), func(t *testing.T) {
+				checkAgainstModel(t, tc.cfg, tc.lim, tc.keys, tc.base, seed)
+			})
+		}
+	}
+}
+
+func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int64, seed uint64) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	w, err := New(cfg, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(cfg.Size / cfg.Pane)
+	m := newModel(cfg, lim, n)
+	width := int64(cfg.Pane)
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+	}
+	for step := range 600 {
+		head := base
+		if m.started {
+			head = m.head * width
+		}
+		var tm int64
+		switch r := rng.IntN(20); {
+		case r < 8: // the newest pane
+			tm = head + rng.Int64N(width)
+		case r < 12: // late, inside the window or just outside
+			tm = head - rng.Int64N((n+1)*width)
+		case r < 14: // on a pane boundary, or one before it
+			tm = (m.pane(head) - rng.Int64N(n+1) + rng.Int64N(3)) * width
+			if rng.IntN(2) == 0 {
+				tm--
+			}
+		case r < 18: // a little ahead
+			tm = head + width + rng.Int64N(2*width)
+		case r < 19: // far ahead
+			tm = head + rng.Int64N(3*n*width) + n*width
+		default: // very late
+			tm = head - (n+rng.Int64N(5))*width - rng.Int64N(width)
+		}
+		key := keys[rng.IntN(len(keys))]
+		value := rng.Int64N(201) - 100
+		var got, want error
+		var what string
+		switch r := rng.IntN(40); {
+		case r == 0:
+			what = fmt.Sprintf("Advance(%d)", tm)
+			w.Advance(tm)
+			m.advance(tm)
+		case r == 1:
+			what = fmt.Sprintf("Column(%s)", key)
+			_, got = w.Column([]byte(key))
+			want = m.intern(key)
+		case r < 10:
+			what = fmt.Sprintf("AddIndex(%d, %s, %d)", tm, key, value)
+			col, ok := w.Lookup([]byte(key))
+			if !ok {
+				continue
+			}
+			got = w.AddIndex(tm, col, value)
+			want = m.add(tm, key, value)
+		default:
+			what = fmt.Sprintf("Add(%d, %s, %d)", tm, key, value)
+			got = w.Add(tm, []byte(key), value)
+			want = m.add(tm, key, value)
+		}
+		if got != want {
+			t.Fatalf("step %d %s = %v, want %v", step, what, got, want)
+		}
+		for _, k := range keys {
+			if g, wv := w.Get([]byte(k)), m.value(k); g != wv {
+				t.Fatalf("step %d %s: Get(%s) = %+v, want %+v", step, what, k, g, wv)
+			}
+		}
+		gs, ws := w.Stats(), m.wantStats()
+		gs.Reclaimed = 0 // which zero-count key loses its column is not modelled
+		if gs != ws {
+			t.Fatalf("step %d %s: Stats = %+v,\n want %+v", step, what, gs, ws)
+		}
+		if m.started {
+			start, end, _ := w.Bounds()
+			if start != (m.head-n+1)*width || end != (m.head+1)*width {
+				t.Fatalf("step %d: Bounds = [%d, %d), model head pane %d", step, start, end, m.head)
+			}
+		}
+		k := 1 + rng.IntN(len(keys)+1)
+		for _, by := range []Order{ByCount, BySum} {
+			if g, wv := w.TopK(nil, k, by), m.topK(k, by); !slices.Equal(g, wv) {
+				t.Fatalf("step %d %s: TopK(%d, %d) = %v, want %v", step, what, k, by, g, wv)
+			}
+		}
+	}
+}
+
+// TestSlidingTopKTies: equal values rank by key, whatever the columns.
+func TestSlidingTopKTies(t *testing.T) {
+	w, err := New(Config{Size: 10, Pane: 10}, Limits{MaxKeys: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"d", "b", "c", "a", "e"} {
+		must(t, w.Add(0, []byte(k), 1))
+	}
+	must(t, w.Add(0, []byte("e"), 1))
+	got := w.TopK(nil, 3, ByCount)
+	want := []Entry{{"e", Value{2, 2}}, {"a", Value{1, 1}}, {"b", Value{1, 1}}}
+	if !slices.Equal(got, want) {
+		t.Errorf("TopK = %v, want %v", got, want)
+	}
+}
+
+// TestSlidingSteadyStateAllocs: once keys are known and panes have their
+// buffers, Add, AddIndex and Advance allocate nothing.
+func TestSlidingSteadyStateAllocs(t *testing.T) {
+	w, err := New(Config{Size: 100, Pane: 10}, Limits{MaxKeys: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([][]byte, 64)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "key-%d", i)
+	}
+	var now int64
+	run := func() {
+		for i := range 1000 {
+			now++
+			_ = w.Add(now, keys[i%len(keys)], 1)
+			_ = w.AddIndex(now, uint32(i%len(keys)), 1)
+		}
+	}
+	run() // warm: dictionary and pane buffers
+	run()
+	if a := testing.AllocsPerRun(10, run); a != 0 {
+		t.Errorf("%v allocations per 1000 updates in steady state", a)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
