@@ -124,7 +124,7 @@ func (p *processorTask) holdAcks() {
 }
 
 func (p *processorTask) report(to *actor.PID) {
-	if to == nil {
+	if to == nil || p.col == nil { // not initialised: nothing to tell
 		return
 	}
 	p.root.Send(to, &messages.TaskReport{Task: p.task, Done: p.finished, Emitted: p.col.emitted,
