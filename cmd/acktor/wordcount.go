@@ -126,6 +126,13 @@ func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) err
 		return err
 	}
 	defer closeOut()
+	if f.stats != "" { // find out now, not after the run, that it cannot be written
+		fh, err := os.OpenFile(f.stats, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("--stats: %w", err)
+		}
+		_ = fh.Close()
+	}
 
 	node, err := cluster.StartEmbedded("acktor-wordcount", rt.Kinds(), log)
 	if err != nil {

@@ -48,6 +48,8 @@ func TestWordcountBadInput(t *testing.T) {
 		{[]string{"wordcount", "--input", text, "--generate", "5"}, "give one"},
 		{[]string{"wordcount", "--input", text, "--timeout", "soon"}, "--timeout"},
 		{[]string{"wordcount", "--input", text, "--progress", "loud"}, "--progress"},
+		{[]string{"wordcount", "--input", text, "--stats", filepath.Join(t.TempDir(), "no", "such", "dir.json")}, "--stats"},
+		{[]string{"wordcount", "--input", text, "--output", filepath.Join(t.TempDir(), "no", "out.tsv")}, "--output"},
 		{[]string{"wordcount", "--input", text, "--max-pending", "100000000"}, "--max-pending 100000000"},
 	} {
 		err := acktor(t, tc.args...)
