@@ -189,9 +189,9 @@ func fnv32(s string) uint32 {
 func (c *Collector) batch(target uint32) *messages.TupleBatch {
 	b := c.batches[target]
 	if b == nil {
-		// Size the arrays like the last batch to this target: a batch sent
+		// Size the arrays like recent batches to this target: a batch sent
 		// after a few tuples must not cost a full batch of memory.
-		n := min(c.env.cfg.BatchSize, max(8, c.sizes[target]))
+		n := c.capFor(c.sizes[target])
 		b = &messages.TupleBatch{
 			FromTask:     c.task,
 			AnchorCounts: make([]uint32, 0, n),
@@ -220,7 +220,7 @@ func (c *Collector) append(target uint32, b *messages.TupleBatch, anchors int, v
 
 func (c *Collector) sendBatch(target uint32, b *messages.TupleBatch) {
 	c.batches[target] = nil
-	c.sizes[target] = len(b.AnchorCounts)
+	c.sizes[target] = sizeHint(c.sizes[target], len(b.AnchorCounts))
 	c.send(target, b)
 }
 
@@ -248,7 +248,7 @@ func (c *Collector) fold(r, d uint64) {
 	a := int(r % uint64(len(c.acks)))
 	b := c.acks[a]
 	if b == nil {
-		n := min(c.env.cfg.BatchSize, max(8, c.ackSize[a]))
+		n := c.capFor(c.ackSize[a])
 		b = &messages.AckBatch{SpringIds: make([]uint64, 0, n), XorDeltas: make([]uint64, 0, n)}
 		c.acks[a] = b
 	}
@@ -269,8 +269,25 @@ func (c *Collector) sendAcks(a int, b *messages.AckBatch) {
 		c.lastAck = nil
 	}
 	c.acks[a] = nil
-	c.ackSize[a] = len(b.SpringIds)
+	c.ackSize[a] = sizeHint(c.ackSize[a], len(b.SpringIds))
 	c.ackOut(a, b)
+}
+
+// sizeHint is the size to expect of the next batch to a target: the last
+// batch's size, but decaying slowly from larger ones, so that a small batch
+// sent at the end of an input batch does not make the next full one grow
+// its arrays again (regrowth was a quarter of all allocation).
+func sizeHint(prev, last int) int {
+	return max(last, prev-prev/8)
+}
+
+// capFor is the capacity for a new batch given a hint: past half a batch,
+// a whole one, since appending would double to it anyway.
+func (c *Collector) capFor(hint int) int {
+	if n := c.env.cfg.BatchSize; hint*2 > n {
+		return n
+	}
+	return max(8, hint)
 }
 
 // Fail fails t's roots at once: their spouts replay them.
