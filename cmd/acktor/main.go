@@ -70,5 +70,6 @@ func newRoot() (root *cobra.Command, finish func()) {
 	root.PersistentFlags().StringVar(&level, "log-level", "warning", "log level: debug, info, warning, error")
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the command to this file")
 	root.AddCommand(newWordcount(log))
+	root.AddCommand(newBench(log))
 	return root, func() { stopProfile() }
 }
