@@ -79,7 +79,11 @@ func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	// flight (capped: beyond it the table grows once, by half).
 	expect := min(e.cfg.MaxPending*spoutTasks/max(e.cfg.Ackers, 1), 1<<20)
 	a.id = m.Identity.Identity
-	a.l = ledger.New(ledger.Config{Generations: e.cfg.Generations, ExpectedInFlight: expect})
+	// The bound leaves room for orphans (late acks) beyond what the spouts
+	// may keep in flight; past it, inits are rejected and their roots replay
+	// at the spout's deadline, and stray acks are dropped and counted.
+	a.l = ledger.New(ledger.Config{Generations: e.cfg.Generations, ExpectedInFlight: expect,
+		MaxInFlight: 4*expect + 4096})
 	a.res = newResolver(ctx, m.Cluster)
 	a.root = ctx.ActorSystem().Root
 	n := e.topo.Tasks()
@@ -133,7 +137,7 @@ func (a *ackerTask) outcome(id uint64, o ledger.Outcome) {
 	case ledger.Failed:
 		a.failed.add(o.Task, id)
 	case ledger.Rejected:
-		a.env.log.Warnf("%s: rejected an init for springId %x (duplicate, or task too large)", a.id, id)
+		a.env.log.Warnf("%s: rejected an init for springId %x (duplicate, task too large, or the ledger full); the spout replays it at its deadline", a.id, id)
 	}
 }
 
@@ -195,5 +199,5 @@ func (a *ackerTask) stats() *messages.AckerStats {
 	s := a.l.Stats()
 	return &messages.AckerStats{Id: a.id, Tracked: s.Inits, InFlight: uint64(a.l.Len()), PeakInFlight: uint64(s.PeakInFlight),
 		Completed: s.Completed, Failed: s.Failed, Expired: s.Expired, Orphaned: s.Orphaned, Rejected: s.Rejected,
-		Acks: s.Acks, Bytes: uint64(a.l.Bytes())}
+		Acks: s.Acks, Bytes: uint64(a.l.Bytes()), Dropped: s.Dropped}
 }

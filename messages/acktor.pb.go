@@ -770,7 +770,8 @@ type AckerStats struct {
 	Orphaned      uint64                 `protobuf:"varint,8,opt,name=orphaned,proto3" json:"orphaned,omitempty"`
 	Rejected      uint64                 `protobuf:"varint,9,opt,name=rejected,proto3" json:"rejected,omitempty"`
 	Acks          uint64                 `protobuf:"varint,10,opt,name=acks,proto3" json:"acks,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"` // heap held by the ledger table
+	Bytes         uint64                 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"`     // heap held by the ledger table
+	Dropped       uint64                 `protobuf:"varint,12,opt,name=dropped,proto3" json:"dropped,omitempty"` // acks/fails for unknown roots refused: the ledger was full
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -882,6 +883,13 @@ func (x *AckerStats) GetBytes() uint64 {
 	return 0
 }
 
+func (x *AckerStats) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
 var File_acktor_proto protoreflect.FileDescriptor
 
 const file_acktor_proto_rawDesc = "" +
@@ -942,7 +950,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\tprocessed\x18\f \x01(\x04R\tprocessed\x12\x14\n" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
 	"\x05total\x18\x0e \x01(\x03R\x05total\"\x13\n" +
-	"\x11AckerStatsRequest\"\xab\x02\n" +
+	"\x11AckerStatsRequest\"\xc5\x02\n" +
 	"\n" +
 	"AckerStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -956,7 +964,8 @@ const file_acktor_proto_rawDesc = "" +
 	"\brejected\x18\t \x01(\x04R\brejected\x12\x12\n" +
 	"\x04acks\x18\n" +
 	" \x01(\x04R\x04acks\x12\x14\n" +
-	"\x05bytes\x18\v \x01(\x04R\x05bytes*?\n" +
+	"\x05bytes\x18\v \x01(\x04R\x05bytes\x12\x18\n" +
+	"\adropped\x18\f \x01(\x04R\adropped*?\n" +
 	"\n" +
 	"FailReason\x12\x18\n" +
 	"\x14FAIL_REASON_EXPLICIT\x10\x00\x12\x17\n" +

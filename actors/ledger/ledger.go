@@ -33,6 +33,11 @@ type Config struct {
 	// ExpectedInFlight pre-sizes the table so that this many records fit
 	// without growing (growing allocates and rehashes once).
 	ExpectedInFlight int
+	// MaxInFlight bounds the records kept (0: no bound). When the ledger is
+	// full an init is Rejected and an ack or fail for an unknown springId is
+	// dropped (counted): those roots time out at their spout and replay, and
+	// stray acks cannot grow the table without limit.
+	MaxInFlight int
 }
 
 // Validate reports a configuration error naming the field.
@@ -42,6 +47,9 @@ func (c Config) Validate() error {
 	}
 	if c.ExpectedInFlight < 0 {
 		return fmt.Errorf("ledger: ExpectedInFlight = %d, want >= 0", c.ExpectedInFlight)
+	}
+	if c.MaxInFlight < 0 {
+		return fmt.Errorf("ledger: MaxInFlight = %d, want >= 0", c.MaxInFlight)
 	}
 	return nil
 }
@@ -89,7 +97,8 @@ type Stats struct {
 	Completed, Failed  uint64 // roots reported completed / failed (explicit fail)
 	Expired            uint64 // roots that timed out after their init
 	Orphaned           uint64 // records that timed out without an init: late or stray acks
-	Rejected           uint64 // invalid inits (task too large, duplicate init)
+	Rejected           uint64 // inits refused: task too large, duplicate, or the ledger full
+	Dropped            uint64 // acks and fails for unknown roots refused: the ledger was full
 	PeakInFlight       int
 	Rotations, Resizes uint64
 }
@@ -129,6 +138,7 @@ func (s *slot) setTask(t uint32)  { s.meta = s.meta&^taskMask | t }
 type Ledger struct {
 	slots  []slot
 	n      int
+	limit  int    // MaxInFlight, 0 for none
 	gens   uint32 // Generations
 	cur    uint32 // generation stamped on new records, counts mod MaxGenerations
 	perGen [MaxGenerations]int
@@ -140,13 +150,16 @@ type Ledger struct {
 func New(cfg Config) *Ledger {
 	g := min(max(cfg.Generations, 2), MaxGenerations)
 	want := max(cfg.ExpectedInFlight, 0)
-	return &Ledger{slots: make([]slot, capFor(want)), gens: uint32(g)}
+	return &Ledger{slots: make([]slot, capFor(want)), gens: uint32(g), limit: max(cfg.MaxInFlight, 0)}
 }
 
 // capFor is the smallest table holding n records under the max load.
 func capFor(n int) int {
 	return max(minCap, (n*maxLoadDe+maxLoadNu-1)/maxLoadNu+1)
 }
+
+// full says whether a new record would pass MaxInFlight.
+func (l *Ledger) full() bool { return l.limit > 0 && l.n >= l.limit }
 
 // Len is the number of records in flight, orphans and fail markers included.
 func (l *Ledger) Len() int { return l.n }
@@ -165,7 +178,7 @@ func (l *Ledger) Init(springID uint64, task uint32, initXor uint64) Outcome {
 		return Outcome{Status: Rejected}
 	}
 	i, found := l.find(springID)
-	if found && l.slots[i].has(flagInit) {
+	if (found && l.slots[i].has(flagInit)) || (!found && initXor != 0 && l.full()) {
 		l.stats.Rejected++
 		return Outcome{Status: Rejected}
 	}
@@ -205,7 +218,11 @@ func (l *Ledger) Ack(springID uint64, xorDelta uint64) Outcome {
 	l.stats.Acks++
 	i, found := l.find(springID)
 	if !found {
-		if xorDelta != 0 {
+		switch {
+		case xorDelta == 0:
+		case l.full():
+			l.stats.Dropped++
+		default:
 			l.insert(springID).setCheck(xorDelta)
 		}
 		return Outcome{Status: Pending}
@@ -232,7 +249,11 @@ func (l *Ledger) Fail(springID uint64) (task uint32, ok bool) {
 	l.stats.Fails++
 	i, found := l.find(springID)
 	if !found {
-		l.insert(springID).meta |= flagFail
+		if l.full() {
+			l.stats.Dropped++
+		} else {
+			l.insert(springID).meta |= flagFail
+		}
 		return 0, false
 	}
 	s := &l.slots[i]

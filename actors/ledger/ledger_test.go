@@ -113,6 +113,43 @@ func TestLedgerTransitions(t *testing.T) {
 	}
 }
 
+// TestMaxInFlight: a full ledger refuses new records (inits rejected,
+// unknown acks and fails dropped, all counted) but still serves the records
+// it has, and takes new ones once there is room.
+func TestMaxInFlight(t *testing.T) {
+	l := New(Config{Generations: 2, MaxInFlight: 2})
+	steps := []struct {
+		op   string
+		id   uint64
+		want Status
+	}{
+		{"init", 1, Pending}, {"init", 2, Pending},
+		{"init", 3, Rejected}, {"ack", 4, Pending}, {"fail", 5, Pending},
+		{"ack", 1, Completed}, // frees a place
+		{"init", 3, Pending},
+	}
+	for i, s := range steps {
+		var o Outcome
+		switch s.op {
+		case "init":
+			o = l.Init(s.id, 1, 7)
+		case "ack":
+			o = l.Ack(s.id, 7)
+		case "fail":
+			l.Fail(s.id)
+		}
+		if o.Status != s.want {
+			t.Fatalf("step %d %s %d: %v, want %v", i, s.op, s.id, o.Status, s.want)
+		}
+	}
+	if st := l.Stats(); l.Len() != 2 || st.Rejected != 1 || st.Dropped != 2 {
+		t.Fatalf("Len %d, stats %+v", l.Len(), st)
+	}
+	if err := (Config{Generations: 2, MaxInFlight: -1}).Validate(); err == nil {
+		t.Fatal("negative MaxInFlight accepted")
+	}
+}
+
 func TestRotateExpiresAfterGenerations(t *testing.T) {
 	for gens := 2; gens <= 5; gens++ {
 		l := New(Config{Generations: gens})
