@@ -54,6 +54,7 @@ func newBench(log *logrus.Logger) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(newBenchSketch(log))
+	cmd.AddCommand(newBenchAckers(log))
 	return cmd
 }
 
