@@ -265,7 +265,6 @@ func (s *fileSource) replay(id uint64) (string, error) {
 		buf = buf[:len(buf)+k]
 		pos += int64(k)
 		if len(buf) > MaxLineBytes+1 || errors.Is(err, io.EOF) { // +1 for a '\r'
-
 			break
 		}
 		if err != nil {
