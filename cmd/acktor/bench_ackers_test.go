@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"encoding/csv"
 	"errors"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,31 +11,10 @@ import (
 	"github.com/acktor/acktor/cluster/ring"
 )
 
-// readAckersCSV reads the --csv file of bench ackers into one map per row,
-// checking the header.
+// readAckersCSV reads the --csv file of bench ackers, one map per row.
 func readAckersCSV(t *testing.T, path string) []map[string]string {
 	t.Helper()
-	fh, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	recs, err := csv.NewReader(fh).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(recs) == 0 || strings.Join(recs[0], ",") != strings.Join(ackersCSVHeader, ",") {
-		t.Fatalf("CSV header %q, want %q", recs, ackersCSVHeader)
-	}
-	var rows []map[string]string
-	for _, rec := range recs[1:] {
-		row := make(map[string]string, len(rec))
-		for i, v := range rec {
-			row[recs[0][i]] = v
-		}
-		rows = append(rows, row)
-	}
-	return rows
+	return readCSV(t, path, ackersCSVHeader)
 }
 
 // A small run: one experiment-2 row per k with every root placed and every

@@ -30,9 +30,15 @@ func benchText(distinct int) string {
 	return b.String()
 }
 
-// readBenchCSV returns the rows of a --csv file after checking its header,
-// each row as a map from column name to cell.
+// readBenchCSV returns the rows of the sketch bench's --csv file.
 func readBenchCSV(t *testing.T, path string) []map[string]string {
+	t.Helper()
+	return readCSV(t, path, strings.Split("dataset,n,w,d,n/wd,p5,p6,inexact_plain,inexact_cu,relerr8,relerr_plain,relerr_cu,relerr_vector,cm_bytes,vector_bytes,vector_count_bytes,note", ","))
+}
+
+// readCSV reads a --csv file into one map per row, from column name to
+// cell, after checking its header.
+func readCSV(t *testing.T, path string, header []string) []map[string]string {
 	t.Helper()
 	fh, err := os.Open(path)
 	if err != nil {
@@ -43,9 +49,8 @@ func readBenchCSV(t *testing.T, path string) []map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "dataset,n,w,d,n/wd,p5,p6,inexact_plain,inexact_cu,relerr8,relerr_plain,relerr_cu,relerr_vector,cm_bytes,vector_bytes,vector_count_bytes,note"
-	if len(recs) == 0 || strings.Join(recs[0], ",") != want {
-		t.Fatalf("CSV header %q, want %q", recs, want)
+	if len(recs) == 0 || strings.Join(recs[0], ",") != strings.Join(header, ",") {
+		t.Fatalf("CSV header %q, want %q", recs, header)
 	}
 	var rows []map[string]string
 	for _, rec := range recs[1:] {
