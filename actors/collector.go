@@ -8,13 +8,15 @@ import (
 )
 
 // Tuple is one tuple as a processor sees it. It points into the batch it
-// arrived in (40 bytes a tuple, whatever its values): read its values, do
+// arrived in (48 bytes a tuple, whatever its values): read its values, do
 // not modify them. A processor may keep a tuple and ack it later.
 type Tuple struct {
 	batch  *messages.TupleBatch
 	v0, nv uint32 // its values: batch.Values[v0 : v0+nv]
 	a0, na uint32 // its anchors: batch.SpringIds and batch.TupleIds[a0 : a0+na]
 	outXor uint64 // XOR of the edge ids of the tuples emitted anchored to it
+	i      uint32 // its index in the batch: its lineage
+	emits  uint32 // tuples emitted anchored to it: the next child's content id
 	done   bool
 }
 
@@ -30,6 +32,58 @@ func (t *Tuple) From() uint32 { return t.batch.FromTask }
 // when tracking is off). Do not modify the slice.
 func (t *Tuple) Roots() []uint64 {
 	return t.batch.SpringIds[t.a0 : t.a0+t.na : t.a0+t.na]
+}
+
+// ContentID is the tuple's content id: the same on every replay of its
+// root, as long as the processors upstream emit the same tuples in the same
+// order for the same input. Windowed counters drop an update whose content
+// id they already applied (exactly-once). 0 means none (an unanchored tuple).
+func (t *Tuple) ContentID() uint64 {
+	if int(t.i) < len(t.batch.ContentIds) {
+		return t.batch.ContentIds[t.i]
+	}
+	return 0
+}
+
+// Time is the time of the tuple's root in unix nanoseconds: the source's
+// event time, or when the spout first read it; replays keep it. A tuple
+// anchored to several roots has the latest of their times.
+func (t *Tuple) Time() int64 {
+	if int(t.i) < len(t.batch.Times) {
+		return t.batch.Times[t.i]
+	}
+	return 0
+}
+
+// childLineage is the content id and time of a tuple emitted anchored to
+// anchors: the content id derives from each anchor's and from how many
+// tuples were emitted anchored to it before.
+func childLineage(anchors []*Tuple) (cid uint64, time int64) {
+	for _, a := range anchors {
+		a.emits++
+		cid ^= mix64(a.ContentID() + uint64(a.emits)*0x9e3779b97f4a7c15)
+		time = max(time, a.Time())
+	}
+	return cid, time
+}
+
+// rootContentID is the content id of a spout task's root: stable across
+// replays, distinct across tasks and roots (up to 64-bit hash collisions).
+func rootContentID(task uint32, id uint64) uint64 {
+	if cid := mix64(mix64(uint64(task)+1) ^ id); cid != 0 {
+		return cid
+	}
+	return 1
+}
+
+// mix64 is the splitmix64 finalizer: a bijection that spreads every input
+// bit over the output.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // ids returns, per root, the XOR of the edge ids that reached the tuple.
@@ -100,6 +154,10 @@ func (c *Collector) Emit(anchors []*Tuple, values ...string) error {
 	if err := c.checkFields(values); err != nil {
 		return err
 	}
+	cid, tm := childLineage(anchors)
+	if len(anchors) == 0 {
+		tm = c.env.now().UnixNano()
+	}
 	for i, o := range c.outs {
 		target := c.route(i, o, values)
 		b := c.batch(target)
@@ -117,7 +175,7 @@ func (c *Collector) Emit(anchors []*Tuple, values ...string) error {
 				}
 			}
 		}
-		c.append(target, b, n, values)
+		c.append(target, b, n, cid, tm, values)
 	}
 	return nil
 }
@@ -136,9 +194,10 @@ func foldAnchor(b *messages.TupleBatch, first int, r, e uint64) int {
 	return 1
 }
 
-// emitRoot sends a spout's root tuple to every subscriber and returns the
-// XOR of the edge ids it drew: the init of the root's record.
-func (c *Collector) emitRoot(springID uint64, values ...string) (uint64, error) {
+// emitRoot sends a spout's root tuple, with its content id and time, to
+// every subscriber and returns the XOR of the edge ids it drew: the init of
+// the root's record.
+func (c *Collector) emitRoot(springID, cid uint64, time int64, values ...string) (uint64, error) {
 	if err := c.checkFields(values); err != nil {
 		return 0, err
 	}
@@ -154,7 +213,7 @@ func (c *Collector) emitRoot(springID uint64, values ...string) (uint64, error) 
 			b.TupleIds = append(b.TupleIds, e)
 			n = 1
 		}
-		c.append(target, b, n, values)
+		c.append(target, b, n, cid, time, values)
 	}
 	return initXor, nil
 }
@@ -197,6 +256,8 @@ func (c *Collector) batch(target uint32) *messages.TupleBatch {
 			AnchorCounts: make([]uint32, 0, n),
 			ValueCounts:  make([]uint32, 0, n),
 			Values:       make([]string, 0, n),
+			ContentIds:   make([]uint64, 0, n),
+			Times:        make([]int64, 0, n),
 		}
 		if c.env.tracking() {
 			b.SpringIds = make([]uint64, 0, n)
@@ -208,8 +269,10 @@ func (c *Collector) batch(target uint32) *messages.TupleBatch {
 	return b
 }
 
-func (c *Collector) append(target uint32, b *messages.TupleBatch, anchors int, values []string) {
+func (c *Collector) append(target uint32, b *messages.TupleBatch, anchors int, cid uint64, time int64, values []string) {
 	b.AnchorCounts = append(b.AnchorCounts, uint32(anchors))
+	b.ContentIds = append(b.ContentIds, cid)
+	b.Times = append(b.Times, time)
 	b.ValueCounts = append(b.ValueCounts, uint32(len(values)))
 	b.Values = append(b.Values, values...)
 	c.emitted++
@@ -366,13 +429,17 @@ func decode(b *messages.TupleBatch) ([]Tuple, error) {
 		return nil, fmt.Errorf("tuple batch from task %d: %d tuples, %d value counts, %d springIds, %d tupleIds",
 			b.FromTask, len(ts), len(b.ValueCounts), len(b.SpringIds), len(b.TupleIds))
 	}
+	if lin := len(b.ContentIds); lin != len(b.Times) || (lin != 0 && lin != len(ts)) {
+		return nil, fmt.Errorf("tuple batch from task %d: %d tuples, %d content ids, %d times (want all or none)",
+			b.FromTask, len(ts), len(b.ContentIds), len(b.Times))
+	}
 	a, v := uint64(0), uint64(0)
 	for i := range ts {
 		na, nv := b.AnchorCounts[i], b.ValueCounts[i]
 		if a+uint64(na) > uint64(len(b.SpringIds)) || v+uint64(nv) > uint64(len(b.Values)) {
 			return nil, fmt.Errorf("tuple batch from task %d: tuple %d runs past the batch", b.FromTask, i)
 		}
-		ts[i] = Tuple{batch: b, v0: uint32(v), nv: nv, a0: uint32(a), na: na}
+		ts[i] = Tuple{batch: b, v0: uint32(v), nv: nv, a0: uint32(a), na: na, i: uint32(i)}
 		a, v = a+uint64(na), v+uint64(nv)
 	}
 	if a != uint64(len(b.SpringIds)) || v != uint64(len(b.Values)) {

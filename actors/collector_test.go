@@ -126,8 +126,8 @@ func TestMultiAnchoringCompletesBothRoots(t *testing.T) {
 	w := newWiring(t, 1)
 	spout, p, q := w.collector(0), w.collector(1), w.collector(2)
 	l := ledger.New(ledger.Config{Generations: 2})
-	init1, _ := spout.emitRoot(101, "x y")
-	init2, _ := spout.emitRoot(202, "z")
+	init1, _ := spout.emitRoot(101, 1, 0, "x y")
+	init2, _ := spout.emitRoot(202, 2, 0, "z")
 	spout.flush()
 	l.Init(101, 0, init1)
 	l.Init(202, 0, init2)
@@ -169,7 +169,7 @@ func TestMultiAnchoringCompletesBothRoots(t *testing.T) {
 func TestEmitErrors(t *testing.T) {
 	w := newWiring(t, 1)
 	spout, p := w.collector(0), w.collector(1)
-	spout.emitRoot(1, "a")
+	spout.emitRoot(1, 1, 0, "a")
 	spout.flush()
 	in := w.received(t, 1)
 	if err := p.Emit(in); err == nil || !strings.Contains(err.Error(), "fields grouping on value 0") {
@@ -189,7 +189,7 @@ func TestFailAndBatchLimits(t *testing.T) {
 	w := newWiring(t, 2)
 	spout, p := w.collector(0), w.collector(1)
 	for id := uint64(1); id <= 10; id++ {
-		spout.emitRoot(id, "w")
+		spout.emitRoot(id, id, 0, "w")
 	}
 	if n := len(w.tuples[1]); n != 2 { // BatchSize 4: two full batches sent before flush
 		t.Fatalf("%d batches sent before flush, want 2", n)
@@ -217,14 +217,66 @@ func TestFailAndBatchLimits(t *testing.T) {
 
 func TestDecodeRejectsMalformed(t *testing.T) {
 	for _, b := range []*messages.TupleBatch{
-		{AnchorCounts: []uint32{1}, ValueCounts: []uint32{0}},                                     // anchor past the end
-		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{2}, Values: []string{"a"}},              // value past the end
-		{AnchorCounts: []uint32{0, 0}, ValueCounts: []uint32{0}},                                  // counts disagree
-		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{0}, SpringIds: []uint64{1}},             // ids disagree
-		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{1}, Values: []string{"a", "left over"}}, // left over
+		{AnchorCounts: []uint32{1}, ValueCounts: []uint32{0}},                                                   // anchor past the end
+		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{2}, Values: []string{"a"}},                            // value past the end
+		{AnchorCounts: []uint32{0, 0}, ValueCounts: []uint32{0}},                                                // counts disagree
+		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{0}, SpringIds: []uint64{1}},                           // ids disagree
+		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{1}, Values: []string{"a", "left over"}},               // left over
+		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{0}, ContentIds: []uint64{1}},                          // lineage half there
+		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{0}, ContentIds: []uint64{1, 2}, Times: []int64{1, 2}}, // lineage too long
 	} {
 		if _, err := decode(b); err == nil {
 			t.Errorf("decode(%v) accepted a malformed batch", b)
 		}
+	}
+}
+
+// TestLineage: a replayed root (same content id, new springId) yields
+// children with the same content ids and time; siblings differ; a tuple
+// anchored to two roots takes the later time.
+func TestLineage(t *testing.T) {
+	w := newWiring(t, 1)
+	spout, p := w.collector(0), w.collector(1)
+	children := func(springID uint64) (cids []uint64, times []int64) {
+		spout.emitRoot(springID, rootContentID(0, 7), 1000, "x y")
+		spout.flush()
+		in := w.received(t, 1)
+		if got := in[0].ContentID(); got != rootContentID(0, 7) || in[0].Time() != 1000 {
+			t.Fatalf("root lineage (%x, %d)", got, in[0].Time())
+		}
+		for _, word := range strings.Fields(in[0].Values()[0]) {
+			if err := p.Emit(in, word); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.flush()
+		for _, c := range w.received(t, 2) {
+			cids, times = append(cids, c.ContentID()), append(times, c.Time())
+		}
+		return cids, times
+	}
+	first, ft := children(11)
+	again, at := children(12) // the replay
+	if len(first) != 2 || first[0] == first[1] || first[0] == 0 {
+		t.Fatalf("children content ids %x: want two distinct non-zero", first)
+	}
+	for i := range first {
+		if first[i] != again[i] || ft[i] != 1000 || at[i] != 1000 {
+			t.Fatalf("replay changed lineage: %x/%v then %x/%v", first, ft, again, at)
+		}
+	}
+	if rootContentID(0, 7) == rootContentID(1, 7) || rootContentID(0, 7) == rootContentID(0, 8) {
+		t.Fatal("root content ids collide across tasks or roots")
+	}
+
+	spout.emitRoot(21, 21, 5, "a")
+	spout.emitRoot(22, 22, 9, "b")
+	spout.flush()
+	if err := p.Emit(w.received(t, 1), "joined"); err != nil {
+		t.Fatal(err)
+	}
+	p.flush()
+	if j := w.received(t, 2); len(j) != 1 || j[0].Time() != 9 {
+		t.Fatalf("joined tuple time %d, want the later root's 9", j[0].Time())
 	}
 }

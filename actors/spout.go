@@ -30,6 +30,7 @@ type (
 // pendingRoot is a root in flight (the paper's pending state).
 type pendingRoot struct {
 	id       uint64 // the source's id
+	time     int64  // the root's time, unix ns: replays keep it
 	deadline int64  // unix nanoseconds
 	attempt  int32  // 0 for the first emission
 }
@@ -50,6 +51,7 @@ type spoutTask struct {
 
 	pending   map[uint64]pendingRoot // by springId
 	deadline  int64                  // for roots emitted now, unix ns: set once per pull or replay round
+	stamp     int64                  // the time of that round, unix ns: ingestion time of new roots
 	seq       uint64
 	tracks    []*messages.Track // per acker, under way
 	started   bool
@@ -171,7 +173,10 @@ func (s *spoutTask) pull() {
 			s.exhausted = true
 		default:
 			s.st.Roots++
-			s.emit(r.ID, r.Payload, 0)
+			if r.Time == 0 {
+				r.Time = s.stamp
+			}
+			s.emit(pendingRoot{id: r.ID, time: r.Time}, r.Payload)
 			continue
 		}
 		break
@@ -195,20 +200,21 @@ func (s *spoutTask) schedulePull(wait time.Duration) {
 
 // emit sends one root with a fresh springId: a replay never shares its id
 // with an earlier attempt, so a late ack of that attempt cannot touch it.
-func (s *spoutTask) emit(id uint64, payload string, attempt int32) {
+func (s *spoutTask) emit(p pendingRoot, payload string) {
 	s.seq++
 	springID := uint64(s.task)<<springBits | s.seq&(1<<springBits-1)
-	initXor, err := s.col.emitRoot(springID, payload)
+	initXor, err := s.col.emitRoot(springID, rootContentID(s.task, p.id), p.time, payload)
 	if err != nil {
-		s.deadLetter(pendingRoot{id: id, attempt: attempt}, payload, err.Error())
+		s.deadLetter(p, payload, err.Error())
 		return
 	}
 	if !s.env.tracking() {
 		s.st.Completed++
-		s.src.Done(id)
+		s.src.Done(p.id)
 		return
 	}
-	s.pending[springID] = pendingRoot{id: id, attempt: attempt, deadline: s.deadline}
+	p.deadline = s.deadline
+	s.pending[springID] = p
 	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(len(s.pending)))
 	a := springID % uint64(s.env.cfg.Ackers)
 	t := s.tracks[a]
@@ -222,7 +228,9 @@ func (s *spoutTask) emit(id uint64, payload string, attempt int32) {
 
 // setDeadline reads the clock once for a round of emissions.
 func (s *spoutTask) setDeadline() {
-	s.deadline = s.env.now().Add(s.env.cfg.spoutDeadline()).UnixNano()
+	now := s.env.now()
+	s.stamp = now.UnixNano()
+	s.deadline = now.Add(s.env.cfg.spoutDeadline()).UnixNano()
 }
 
 func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
@@ -302,7 +310,8 @@ func (s *spoutTask) retry(p pendingRoot, reason string) {
 		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.attempt))
 	default:
 		s.st.Replayed++
-		s.emit(p.id, payload, p.attempt+1)
+		p.attempt++
+		s.emit(p, payload)
 	}
 }
 

@@ -336,13 +336,19 @@ func (x *Failed) GetReason() FailReason {
 // anchor_counts[i] (springId, id) pairs, taken in order from spring_ids and
 // tuple_ids, and value_counts[i] values, taken in order from values.
 type TupleBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FromTask      uint32                 `protobuf:"varint,1,opt,name=from_task,json=fromTask,proto3" json:"from_task,omitempty"`
-	AnchorCounts  []uint32               `protobuf:"varint,2,rep,packed,name=anchor_counts,json=anchorCounts,proto3" json:"anchor_counts,omitempty"`
-	SpringIds     []uint64               `protobuf:"fixed64,3,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
-	TupleIds      []uint64               `protobuf:"fixed64,4,rep,packed,name=tuple_ids,json=tupleIds,proto3" json:"tuple_ids,omitempty"`
-	ValueCounts   []uint32               `protobuf:"varint,5,rep,packed,name=value_counts,json=valueCounts,proto3" json:"value_counts,omitempty"`
-	Values        []string               `protobuf:"bytes,6,rep,name=values,proto3" json:"values,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	FromTask     uint32                 `protobuf:"varint,1,opt,name=from_task,json=fromTask,proto3" json:"from_task,omitempty"`
+	AnchorCounts []uint32               `protobuf:"varint,2,rep,packed,name=anchor_counts,json=anchorCounts,proto3" json:"anchor_counts,omitempty"`
+	SpringIds    []uint64               `protobuf:"fixed64,3,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
+	TupleIds     []uint64               `protobuf:"fixed64,4,rep,packed,name=tuple_ids,json=tupleIds,proto3" json:"tuple_ids,omitempty"`
+	ValueCounts  []uint32               `protobuf:"varint,5,rep,packed,name=value_counts,json=valueCounts,proto3" json:"value_counts,omitempty"`
+	Values       []string               `protobuf:"bytes,6,rep,name=values,proto3" json:"values,omitempty"`
+	// Lineage, one entry per tuple: a content id that is the same on every
+	// replay of the root (derived from the source's id of the root and the
+	// emit path; 0 for an unanchored tuple) and the root's time in unix
+	// nanoseconds (the source's event time, or when the spout first read it).
+	ContentIds    []uint64 `protobuf:"fixed64,7,rep,packed,name=content_ids,json=contentIds,proto3" json:"content_ids,omitempty"`
+	Times         []int64  `protobuf:"varint,8,rep,packed,name=times,proto3" json:"times,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -415,6 +421,20 @@ func (x *TupleBatch) GetValueCounts() []uint32 {
 func (x *TupleBatch) GetValues() []string {
 	if x != nil {
 		return x.Values
+	}
+	return nil
+}
+
+func (x *TupleBatch) GetContentIds() []uint64 {
+	if x != nil {
+		return x.ContentIds
+	}
+	return nil
+}
+
+func (x *TupleBatch) GetTimes() []int64 {
+	if x != nil {
+		return x.Times
 	}
 	return nil
 }
@@ -890,6 +910,218 @@ func (x *AckerStats) GetDropped() uint64 {
 	return 0
 }
 
+// CounterQuery asks the tasks of a windowed counter component for values
+// over their window: the named keys, the top entries, or every key.
+type CounterQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	Top           uint32                 `protobuf:"varint,2,opt,name=top,proto3" json:"top,omitempty"` // the top entries by count (by sum with by_sum)
+	BySum         bool                   `protobuf:"varint,3,opt,name=by_sum,json=bySum,proto3" json:"by_sum,omitempty"`
+	All           bool                   `protobuf:"varint,4,opt,name=all,proto3" json:"all,omitempty"` // every key with a nonzero count in the window
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CounterQuery) Reset() {
+	*x = CounterQuery{}
+	mi := &file_acktor_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CounterQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CounterQuery) ProtoMessage() {}
+
+func (x *CounterQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
+func (*CounterQuery) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CounterQuery) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *CounterQuery) GetTop() uint32 {
+	if x != nil {
+		return x.Top
+	}
+	return 0
+}
+
+func (x *CounterQuery) GetBySum() bool {
+	if x != nil {
+		return x.BySum
+	}
+	return false
+}
+
+func (x *CounterQuery) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+// CounterResult answers a CounterQuery: entries (key, count, sum) in
+// columns, the window's bounds and the task's counters.
+type CounterResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	Counts        []uint64               `protobuf:"varint,2,rep,packed,name=counts,proto3" json:"counts,omitempty"`
+	Sums          []int64                `protobuf:"varint,3,rep,packed,name=sums,proto3" json:"sums,omitempty"`
+	Start         int64                  `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"` // window bounds, unix ns; has_window says if any update arrived
+	End           int64                  `protobuf:"varint,5,opt,name=end,proto3" json:"end,omitempty"`
+	HasWindow     bool                   `protobuf:"varint,6,opt,name=has_window,json=hasWindow,proto3" json:"has_window,omitempty"`
+	Applied       uint64                 `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`                    // updates folded into the window
+	Duplicates    uint64                 `protobuf:"varint,8,opt,name=duplicates,proto3" json:"duplicates,omitempty"`              // updates dropped: content id already applied (exactly-once)
+	Late          uint64                 `protobuf:"varint,9,opt,name=late,proto3" json:"late,omitempty"`                          // updates older than the window: acked, not counted
+	Refused       uint64                 `protobuf:"varint,10,opt,name=refused,proto3" json:"refused,omitempty"`                   // updates refused by a limit (keys, cells, ids): tuple failed
+	LiveKeys      uint64                 `protobuf:"varint,11,opt,name=live_keys,json=liveKeys,proto3" json:"live_keys,omitempty"` // keys with a nonzero window count
+	Ids           uint64                 `protobuf:"varint,12,opt,name=ids,proto3" json:"ids,omitempty"`                           // content ids remembered
+	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`                        // the task cannot answer (not a counter, not started)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CounterResult) Reset() {
+	*x = CounterResult{}
+	mi := &file_acktor_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CounterResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CounterResult) ProtoMessage() {}
+
+func (x *CounterResult) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
+func (*CounterResult) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CounterResult) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *CounterResult) GetCounts() []uint64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *CounterResult) GetSums() []int64 {
+	if x != nil {
+		return x.Sums
+	}
+	return nil
+}
+
+func (x *CounterResult) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *CounterResult) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *CounterResult) GetHasWindow() bool {
+	if x != nil {
+		return x.HasWindow
+	}
+	return false
+}
+
+func (x *CounterResult) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *CounterResult) GetDuplicates() uint64 {
+	if x != nil {
+		return x.Duplicates
+	}
+	return 0
+}
+
+func (x *CounterResult) GetLate() uint64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *CounterResult) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *CounterResult) GetLiveKeys() uint64 {
+	if x != nil {
+		return x.LiveKeys
+	}
+	return 0
+}
+
+func (x *CounterResult) GetIds() uint64 {
+	if x != nil {
+		return x.Ids
+	}
+	return 0
+}
+
+func (x *CounterResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_acktor_proto protoreflect.FileDescriptor
 
 const file_acktor_proto_rawDesc = "" +
@@ -914,7 +1146,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\x06Failed\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12*\n" +
-	"\x06reason\x18\x02 \x01(\x0e2\x12.acktor.FailReasonR\x06reason\"\xc5\x01\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x12.acktor.FailReasonR\x06reason\"\xfc\x01\n" +
 	"\n" +
 	"TupleBatch\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12#\n" +
@@ -923,7 +1155,10 @@ const file_acktor_proto_rawDesc = "" +
 	"spring_ids\x18\x03 \x03(\x06R\tspringIds\x12\x1b\n" +
 	"\ttuple_ids\x18\x04 \x03(\x06R\btupleIds\x12!\n" +
 	"\fvalue_counts\x18\x05 \x03(\rR\vvalueCounts\x12\x16\n" +
-	"\x06values\x18\x06 \x03(\tR\x06values\"/\n" +
+	"\x06values\x18\x06 \x03(\tR\x06values\x12\x1f\n" +
+	"\vcontent_ids\x18\a \x03(\x06R\n" +
+	"contentIds\x12\x14\n" +
+	"\x05times\x18\b \x03(\x03R\x05times\"/\n" +
 	"\x03Pid\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"5\n" +
@@ -965,7 +1200,30 @@ const file_acktor_proto_rawDesc = "" +
 	"\x04acks\x18\n" +
 	" \x01(\x04R\x04acks\x12\x14\n" +
 	"\x05bytes\x18\v \x01(\x04R\x05bytes\x12\x18\n" +
-	"\adropped\x18\f \x01(\x04R\adropped*?\n" +
+	"\adropped\x18\f \x01(\x04R\adropped\"]\n" +
+	"\fCounterQuery\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x10\n" +
+	"\x03top\x18\x02 \x01(\rR\x03top\x12\x15\n" +
+	"\x06by_sum\x18\x03 \x01(\bR\x05bySum\x12\x10\n" +
+	"\x03all\x18\x04 \x01(\bR\x03all\"\xc3\x02\n" +
+	"\rCounterResult\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x16\n" +
+	"\x06counts\x18\x02 \x03(\x04R\x06counts\x12\x12\n" +
+	"\x04sums\x18\x03 \x03(\x03R\x04sums\x12\x14\n" +
+	"\x05start\x18\x04 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x05 \x01(\x03R\x03end\x12\x1d\n" +
+	"\n" +
+	"has_window\x18\x06 \x01(\bR\thasWindow\x12\x18\n" +
+	"\aapplied\x18\a \x01(\x04R\aapplied\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\b \x01(\x04R\n" +
+	"duplicates\x12\x12\n" +
+	"\x04late\x18\t \x01(\x04R\x04late\x12\x18\n" +
+	"\arefused\x18\n" +
+	" \x01(\x04R\arefused\x12\x1b\n" +
+	"\tlive_keys\x18\v \x01(\x04R\bliveKeys\x12\x10\n" +
+	"\x03ids\x18\f \x01(\x04R\x03ids\x12\x14\n" +
+	"\x05error\x18\r \x01(\tR\x05error*?\n" +
 	"\n" +
 	"FailReason\x12\x18\n" +
 	"\x14FAIL_REASON_EXPLICIT\x10\x00\x12\x17\n" +
@@ -984,7 +1242,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -999,6 +1257,8 @@ var file_acktor_proto_goTypes = []any{
 	(*TaskReport)(nil),        // 10: acktor.TaskReport
 	(*AckerStatsRequest)(nil), // 11: acktor.AckerStatsRequest
 	(*AckerStats)(nil),        // 12: acktor.AckerStats
+	(*CounterQuery)(nil),      // 13: acktor.CounterQuery
+	(*CounterResult)(nil),     // 14: acktor.CounterResult
 }
 var file_acktor_proto_depIdxs = []int32{
 	0, // 0: acktor.Failed.reason:type_name -> acktor.FailReason
@@ -1022,7 +1282,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

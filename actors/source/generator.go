@@ -7,6 +7,7 @@ import (
 	randv1 "math/rand"
 	"math/rand/v2"
 	"os"
+	"time"
 )
 
 // maxWordsPerLine bounds GeneratorConfig.WordsPerLine, which keeps every
@@ -40,6 +41,11 @@ type GeneratorConfig struct {
 	// Seed selects the stream; the same configuration always yields the same
 	// text.
 	Seed uint64
+	// EventStep, when positive, gives line j the event time
+	// EventStart + j*EventStep (a zero EventStart is the unix epoch), so that windows over a generated stream are
+	// reproducible; 0 leaves the time to the spout (ingestion time).
+	EventStep  time.Duration
+	EventStart time.Time
 }
 
 // validate reports the first invalid field of c.
@@ -53,6 +59,8 @@ func (c GeneratorConfig) validate() error {
 		return fmt.Errorf("source: generator: Vocabulary is %d, want >= 1", c.Vocabulary)
 	case !(c.Skew > 1 && c.Skew <= maxSkew): // also rejects NaN
 		return fmt.Errorf("source: generator: Skew is %v, want 1 < Skew <= %d", c.Skew, maxSkew)
+	case c.EventStep < 0:
+		return fmt.Errorf("source: generator: EventStep is %v, want >= 0", c.EventStep)
 	}
 	return nil
 }
@@ -81,6 +89,8 @@ func Generator(cfg GeneratorConfig) (Factory, error) {
 			task:  int64(task),
 			tasks: int64(tasks),
 			next:  int64(task),
+			step:  int64(cfg.EventStep),
+			epoch: epochOf(cfg.EventStart),
 		}, nil
 	}, nil
 }
@@ -89,12 +99,18 @@ func Generator(cfg GeneratorConfig) (Factory, error) {
 // Generator(cfg), over all tasks: the exact result of a word count. It takes
 // time proportional to cfg.Lines*cfg.WordsPerLine.
 func GeneratorTruth(cfg GeneratorConfig) (map[string]int64, error) {
+	return GeneratorTruthLines(cfg, 0, cfg.Lines)
+}
+
+// GeneratorTruthLines is GeneratorTruth over the lines first..last-1 only:
+// with EventStep, the truth of a time window.
+func GeneratorTruthLines(cfg GeneratorConfig, first, last int64) (map[string]int64, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	g := newLineGen(cfg, newZipfTable(cfg.Skew, uint64(cfg.Vocabulary), headRanks))
 	ranks := make(map[uint64]int64)
-	for j := range cfg.Lines {
+	for j := max(first, 0); j < min(last, cfg.Lines); j++ {
 		for n := g.start(j); n > 0; n-- {
 			ranks[g.rank()]++
 		}
@@ -108,6 +124,14 @@ func GeneratorTruth(cfg GeneratorConfig) (map[string]int64, error) {
 	return counts, nil
 }
 
+// epochOf is t in unix nanoseconds; the zero time means the unix epoch.
+func epochOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
 // generatorSource is the Source of one task of Generator.
 type generatorSource struct {
 	lines  *lineGen
@@ -115,6 +139,8 @@ type generatorSource struct {
 	task   int64
 	tasks  int64
 	next   int64 // global number of the next line
+	step   int64 // event time step, ns; 0: none
+	epoch  int64 // event time of line 0, unix ns
 	buf    []byte
 	closed bool
 }
@@ -130,7 +156,11 @@ func (s *generatorSource) Next() (Root, error) {
 	j := s.next
 	s.next += s.tasks
 	s.buf = s.lines.appendLine(s.buf[:0], j)
-	return Root{ID: uint64(j), Payload: string(s.buf)}, nil
+	r := Root{ID: uint64(j), Payload: string(s.buf)}
+	if s.step > 0 {
+		r.Time = s.epoch + j*s.step
+	}
+	return r, nil
 }
 
 // Replay regenerates line id, which must be one of this task's lines.

@@ -14,10 +14,13 @@ var ErrNotReady = errors.New("source: no root ready")
 
 // Root is one root tuple as a source hands it out. ID identifies the root
 // within its source (a file offset, a sequence number) and is what Replay and
-// Done take; it stays the same across replays.
+// Done take; it stays the same across replays. Time is the root's event time
+// in unix nanoseconds when the source knows one (a record's timestamp); 0
+// lets the spout stamp the time it first read the root (ingestion time).
 type Root struct {
 	ID      uint64
 	Payload string
+	Time    int64
 }
 
 // Source yields root tuples for one spout task.
