@@ -42,6 +42,8 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		p.batch(m)
 	case *messages.Drain:
 		p.drain(m)
+	case *messages.CounterQuery:
+		ctx.Respond(p.query(m))
 	case *flushAcks:
 		p.ackTimer = false
 		if p.col != nil {
@@ -108,6 +110,15 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 		p.lastReport = now
 		p.report(p.env.reporter.Load())
 	}
+}
+
+// query answers a CounterQuery from the user code, when it is a Querier.
+func (p *processorTask) query(q *messages.CounterQuery) *messages.CounterResult {
+	k, ok := p.user.(Querier)
+	if !ok {
+		return &messages.CounterResult{Error: fmt.Sprintf("task %s is no counter", p.info.Component)}
+	}
+	return k.Query(q)
 }
 
 // holdAcks lets deltas gather over several input batches, up to AckDelay:

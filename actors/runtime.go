@@ -16,6 +16,7 @@ import (
 
 	"github.com/acktor/acktor/actors/ledger"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/window"
 )
 
 // Cluster kinds of acktor's virtual actors.
@@ -218,6 +219,8 @@ type AckerStats struct {
 type RunStats struct {
 	Progress
 	Ackers []AckerStats
+	// Counters holds each counter component's final window, every key.
+	Counters map[string]*CounterResult
 }
 
 // Run starts every spout task on c and waits until every task has drained,
@@ -283,6 +286,19 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 		}
 		st.Ackers = append(st.Ackers, AckerStats{ID: a.Id, Tracked: a.Tracked, PeakInFlight: a.PeakInFlight,
 			Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes})
+	}
+	for _, comp := range e.topo.Components {
+		if !comp.counter {
+			continue
+		}
+		res, err := rt.Query(ctx, c, comp.Name, &messages.CounterQuery{All: true})
+		if err != nil {
+			return nil, fmt.Errorf("run: final window: %w", err)
+		}
+		if st.Counters == nil {
+			st.Counters = map[string]*CounterResult{}
+		}
+		st.Counters[comp.Name] = res
 	}
 	return st, nil
 }
@@ -431,4 +447,64 @@ func (r *resolver) get(kind, identity string) *actor.PID {
 		r.watch(p)
 	}
 	return p
+}
+
+// Query asks every task of counter component name and merges the answers:
+// the window values of q.Keys, the q.Top entries, or all of them. It can be
+// called while the topology runs, from any member.
+func (rt *Runtime) Query(ctx context.Context, c *cluster.Cluster, name string, q *messages.CounterQuery) (*CounterResult, error) {
+	comp, ok := rt.env.topo.Component(name)
+	if !ok || !comp.counter {
+		return nil, fmt.Errorf("query %s: no counter component of that name", name)
+	}
+	if q == nil {
+		q = &messages.CounterQuery{}
+	}
+	timeout := 5 * time.Second
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d), time.Millisecond)
+	}
+	type answer struct {
+		m   *messages.CounterResult
+		err error
+	}
+	answers := make(chan answer, comp.Parallel)
+	for i := range comp.Parallel {
+		id := rt.env.topo.identity(comp.FirstTask + uint32(i))
+		go func() {
+			res, err := c.Request(id, KindProcessor, q, cluster.WithTimeout(timeout))
+			m, ok := res.(*messages.CounterResult)
+			if err == nil && !ok {
+				err = fmt.Errorf("unexpected answer %T", res)
+			}
+			if err != nil {
+				err = fmt.Errorf("%s: %w", id, err)
+			}
+			answers <- answer{m, err}
+		}()
+	}
+	r := &CounterResult{Keys: make([]window.Entry, len(q.Keys))}
+	for i, k := range q.Keys {
+		r.Keys[i].Key = k
+	}
+	top := map[string]window.Value{}
+	for range comp.Parallel {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("query %s: %w", name, ctx.Err())
+		case a := <-answers:
+			if a.err == nil {
+				a.err = r.merge(a.m, len(q.Keys), top)
+			}
+			if a.err != nil {
+				return nil, fmt.Errorf("query %s: %w", name, a.err)
+			}
+		}
+	}
+	n := int(q.Top)
+	if q.All {
+		n = -1
+	}
+	r.Top = rank(top, q.BySum, n)
+	return r, nil
 }

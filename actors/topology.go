@@ -65,6 +65,7 @@ type processorDef struct {
 	parallel int
 	make     func(TaskInfo) (Processor, error)
 	inputs   []Grouping
+	counter  bool
 }
 
 // Builder assembles a topology: spouts and processors with their
@@ -101,6 +102,30 @@ func (b *Builder) Processor(name string, parallelism int, make func(TaskInfo) (P
 	}
 	b.procs = append(b.procs, processorDef{name: name, parallel: parallelism, make: make})
 	return &ProcessorDeclarer{b, len(b.procs) - 1}
+}
+
+// Counter declares a windowed counter component: each task is a Counter
+// over o, wrapped by wrap when it is not nil (to filter or transform tuples
+// before they count; the wrapper must keep the Counter's Query). Subscribe
+// it with a fields grouping on o.Key, so that each key has one task.
+// Counters answer Runtime.Query while the topology runs, and a finished run
+// reports their final windows in RunStats.Counters.
+func (b *Builder) Counter(name string, parallelism int, o CounterOptions, wrap func(TaskInfo, *Counter) Processor) *ProcessorDeclarer {
+	if _, err := o.withDefaults(); err != nil {
+		b.errs = append(b.errs, fmt.Errorf("topology: %s: %w", name, err))
+	}
+	d := b.Processor(name, parallelism, func(ti TaskInfo) (Processor, error) {
+		k, err := NewCounter(o)
+		if err != nil {
+			return nil, err
+		}
+		if wrap == nil {
+			return k, nil
+		}
+		return wrap(ti, k), nil
+	})
+	b.procs[d.i].counter = true
+	return d
 }
 
 func (b *Builder) check(name string, parallelism int) {
@@ -148,6 +173,7 @@ type Component struct {
 	inputs    []Grouping
 	outputs   []output // subscribers, resolved
 	upstream  int      // tasks that send to each of its tasks
+	counter   bool     // a windowed counter: its tasks answer queries
 }
 
 // output is a downstream subscription as the emitting side sees it.
@@ -184,7 +210,7 @@ func (b *Builder) Build() (*Topology, error) {
 		add(&Component{Name: s.name, Spout: true, Parallel: s.parallel, source: s.source})
 	}
 	for _, p := range b.procs {
-		add(&Component{Name: p.name, Parallel: p.parallel, make: p.make, inputs: p.inputs})
+		add(&Component{Name: p.name, Parallel: p.parallel, make: p.make, inputs: p.inputs, counter: p.counter})
 	}
 	for _, c := range t.Components {
 		seen := map[string]bool{}

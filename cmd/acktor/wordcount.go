@@ -21,6 +21,7 @@ import (
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster"
 	"github.com/acktor/acktor/examples/wordcount"
+	"github.com/acktor/acktor/window"
 )
 
 type wordcountFlags struct {
@@ -30,6 +31,8 @@ type wordcountFlags struct {
 	counters, maxPending      int
 	maxReplays, batch         int
 	timeout, ackDelay         time.Duration
+	window, pane, eventStep   time.Duration
+	exactlyOnce               bool
 	failRate, dropRate        float64
 	seed                      uint64
 	progress                  string
@@ -42,10 +45,15 @@ func newWordcount(log *logrus.Logger) *cobra.Command {
 		Short: "Count the words of a text with every line tracked as a root tuple (the paper's experiment 4)",
 		Long: `Counts the words of a text file (or stdin, or a generated Zipf stream) on an
 embedded single-member cluster. Each line is a root tuple; a split processor
-emits one tuple per word anchored to it; a count processor (fields grouping on
-the word) counts and acks. Ackers fold every tuple id into a 20-byte record per
-line with XOR and tell the spout when a line's tree is done; failed or timed
-out lines are replayed (at least once).
+emits one tuple per word anchored to it; windowed counter actors (fields
+grouping on the word) count and ack. Ackers fold every tuple id into a 20-byte
+record per line with XOR and tell the spout when a line's tree is done; failed
+or timed out lines are replayed (at least once). With --exactly-once the
+counters drop what a replay brings again, so the counts are exact.
+
+With --window and --pane the counts are those of a sliding window over the
+lines' times (when the spout first read them, or --event-step for generated
+lines): the window that ends with the newest pane once every line is done.
 
 Output: word<TAB>count per line, sorted bytewise by word. Exit status 0 only
 when every line finished (none lost, none dead-lettered).`,
@@ -66,6 +74,10 @@ when every line finished (none lost, none dead-lettered).`,
 	fl.IntVar(&f.maxReplays, "max-replays", 5, "replays of a line before it is dead-lettered")
 	fl.IntVar(&f.batch, "batch", 512, "tuples per batch between tasks, and roots per acker message")
 	fl.DurationVar(&f.ackDelay, "ack-delay", 0, "how long a processor may hold acks to fold them into fewer messages; 0 sends them after every input batch (best at high rates), a few ms helps when input batches are small")
+	fl.DurationVar(&f.window, "window", 0, "count over a sliding window of this span (a multiple of --pane); 0 counts the whole input")
+	fl.DurationVar(&f.pane, "pane", 0, "the window's pane: its resolution and the step it slides by (default: --window, a tumbling window)")
+	fl.DurationVar(&f.eventStep, "event-step", 0, "with --generate: line j gets the event time j*step after 2026-01-01 UTC instead of the time it is read")
+	fl.BoolVar(&f.exactlyOnce, "exactly-once", false, "counters drop updates they already applied (by content id), so replays never count twice")
 	fl.Float64Var(&f.failRate, "fail-rate", 0, "share of tuples the processors fail on purpose (0..1)")
 	fl.Float64Var(&f.dropRate, "drop-rate", 0, "share of tuples the processors drop without acking, found only by the timeout (0..1)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of tuple ids, fail/drop decisions and --generate")
@@ -79,7 +91,9 @@ func sourceFor(f wordcountFlags) (source.Factory, error) {
 	case f.input != "" && f.generate > 0:
 		return nil, fmt.Errorf("--input and --generate: give one")
 	case f.generate > 0:
-		return source.Generator(source.GeneratorConfig{Lines: f.generate, WordsPerLine: 10, Vocabulary: 50_000, Skew: 1.1, Seed: f.seed})
+		return source.Generator(generatorConfig(f))
+	case f.eventStep != 0:
+		return nil, fmt.Errorf("--event-step: only with --generate")
 	case f.input == "-":
 		if f.spouts != 1 {
 			return nil, fmt.Errorf("--spouts %d: stdin is read by one spout task", f.spouts)
@@ -98,18 +112,46 @@ func sourceFor(f wordcountFlags) (source.Factory, error) {
 	return nil, fmt.Errorf("--input FILE (or --generate N) is required")
 }
 
+// generatorConfig is the stream of --generate.
+func generatorConfig(f wordcountFlags) source.GeneratorConfig {
+	return source.GeneratorConfig{Lines: f.generate, WordsPerLine: 10, Vocabulary: 50_000, Skew: 1.1, Seed: f.seed,
+		EventStep: f.eventStep, EventStart: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// windowOf is the window the flags ask for; the zero Config counts it all.
+func windowOf(f wordcountFlags) (window.Config, error) {
+	switch {
+	case f.window == 0 && f.pane == 0:
+		return window.Config{}, nil
+	case f.window <= 0:
+		return window.Config{}, fmt.Errorf("--window %v: want > 0 with --pane", f.window)
+	case f.pane == 0:
+		f.pane = f.window
+	}
+	w := window.Config{Size: f.window, Pane: f.pane}
+	if err := w.Validate(); err != nil {
+		return w, fmt.Errorf("--window %v --pane %v: %w", f.window, f.pane, err)
+	}
+	return w, nil
+}
+
 func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) error {
 	switch f.progress {
 	case "auto", "bar", "log", "none":
 	default:
 		return flagError(fmt.Errorf("--progress %q: want auto, bar, log or none", f.progress))
 	}
+	win, err := windowOf(f)
+	if err != nil {
+		return flagError(err)
+	}
 	src, err := sourceFor(f)
 	if err != nil {
 		return err
 	}
-	topo, res, err := wordcount.Build(src, wordcount.Options{Spouts: f.spouts, Splitters: f.splitters,
-		Counters: f.counters, FailRate: f.failRate, DropRate: f.dropRate, Seed: f.seed})
+	topo, err := wordcount.Build(src, wordcount.Options{Spouts: f.spouts, Splitters: f.splitters,
+		Counters: f.counters, FailRate: f.failRate, DropRate: f.dropRate, Seed: f.seed,
+		Window: win, ExactlyOnce: f.exactlyOnce})
 	if err != nil {
 		return flagError(err)
 	}
@@ -147,11 +189,11 @@ func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) err
 	if err != nil {
 		return &exitError{code: 1, msg: err.Error()}
 	}
-	if err := writeCounts(out, res.Counts()); err != nil {
+	if err := writeCounts(out, wordcount.Counts(st)); err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
 	if f.stats != "" {
-		if err := writeStats(f.stats, st); err != nil {
+		if err := writeStats(f.stats, st, win); err != nil {
 			return fmt.Errorf("--stats: %w", err)
 		}
 	}
@@ -170,7 +212,7 @@ var flagNames = []struct{ name, flag string }{
 	{"ackers", "--ackers"}, {"max pending", "--max-pending"}, {"timeout", "--timeout"},
 	{"max replays", "--max-replays"}, {"batch size", "--batch"}, {"spouts", "--spouts"},
 	{"splitters", "--splitters"}, {"counters", "--counters"}, {"fail rate", "--fail-rate"},
-	{"drop rate", "--drop-rate"}, {"ack delay", "--ack-delay"},
+	{"drop rate", "--drop-rate"}, {"ack delay", "--ack-delay"}, {"window", "--window/--pane"},
 }
 
 // flagError turns a validation error into a usage error that names the flag.
@@ -224,12 +266,32 @@ type statsJSON struct {
 	ElapsedSeconds float64             `json:"elapsed_seconds"`
 	TuplesPerSec   float64             `json:"tuples_per_second"`
 	Ackers         []actors.AckerStats `json:"ackers"`
+	Counted        uint64              `json:"counted"`    // word tuples folded into the counters
+	Duplicates     uint64              `json:"duplicates"` // dropped by --exactly-once
+	Late           uint64              `json:"late"`       // older than the window when they arrived
+	Refused        uint64              `json:"refused"`    // refused by a counter limit: failed, replayed
+	Window         *windowJSON         `json:"window,omitempty"`
 }
 
-func writeStats(path string, st *actors.RunStats) error {
+// windowJSON is the window the counts cover.
+type windowJSON struct {
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
+	SizeSeconds float64   `json:"size_seconds"`
+	PaneSeconds float64   `json:"pane_seconds"`
+}
+
+func writeStats(path string, st *actors.RunStats, win window.Config) error {
 	s := statsJSON{Roots: st.Roots, Completed: st.Completed, Failed: st.Failed, Replayed: st.Replayed,
 		TimedOut: st.TimedOut, DeadLettered: st.DeadLettered, Tuples: st.Tuples, PeakInFlight: st.PeakInFlight,
 		ElapsedSeconds: st.Elapsed.Seconds(), Ackers: st.Ackers}
+	if c := st.Counters[wordcount.CountComponent]; c != nil {
+		s.Counted, s.Duplicates, s.Late, s.Refused = c.Applied, c.Duplicates, c.Late, c.Refused
+		if win != (window.Config{}) && c.HasWindow {
+			s.Window = &windowJSON{Start: time.Unix(0, c.Start).UTC(), End: time.Unix(0, c.End).UTC(),
+				SizeSeconds: win.Size.Seconds(), PaneSeconds: win.Pane.Seconds()}
+		}
+	}
 	if s.Ackers == nil {
 		s.Ackers = []actors.AckerStats{}
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/acktor/acktor/actors/source"
 )
 
 // acktor runs the command in-process and returns its error.
@@ -51,6 +54,11 @@ func TestWordcountBadInput(t *testing.T) {
 		{[]string{"wordcount", "--input", text, "--stats", filepath.Join(t.TempDir(), "no", "such", "dir.json")}, "--stats"},
 		{[]string{"wordcount", "--input", text, "--output", filepath.Join(t.TempDir(), "no", "out.tsv")}, "--output"},
 		{[]string{"wordcount", "--input", text, "--max-pending", "100000000"}, "--max-pending 100000000"},
+		{[]string{"wordcount", "--input", text, "--window", "10s", "--pane", "3s"}, "not a multiple"},
+		{[]string{"wordcount", "--input", text, "--pane", "1s"}, "--window 0s: want > 0"},
+		{[]string{"wordcount", "--input", text, "--window", "-1s"}, "--window -1s"},
+		{[]string{"wordcount", "--input", text, "--event-step", "1ms"}, "--event-step: only with --generate"},
+		{[]string{"wordcount", "--generate", "5", "--event-step", "-1ms"}, "EventStep"},
 	} {
 		err := acktor(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -126,5 +134,50 @@ func TestWordcountStdin(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(out); string(got) != "x\t1\ny\t2\nz\t1\n" {
 		t.Fatalf("output %q", got)
+	}
+}
+
+// TestWordcountWindowStats: --window over generated event times reports
+// the window in --stats; --exactly-once with failures still counts every
+// generated word of the window once (the totals match the window's lines).
+func TestWordcountWindowStats(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out.tsv")
+	stats := filepath.Join(t.TempDir(), "stats.json")
+	if err := acktor(t, "wordcount", "--generate", "3000", "--event-step", "1ms", "--window", "1s", "--pane", "100ms",
+		"--exactly-once", "--fail-rate", "0.01", "--timeout", "200ms", "--max-replays", "30",
+		"--output", out, "--stats", stats, "--progress", "none"); err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Counted, Duplicates uint64
+		Window              *struct {
+			Start, End  string
+			SizeSeconds float64 `json:"size_seconds"`
+		}
+	}
+	b, err := os.ReadFile(stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Window == nil || st.Window.Start != "2026-01-01T00:00:02Z" || st.Window.End != "2026-01-01T00:00:03Z" || st.Window.SizeSeconds != 1 {
+		t.Fatalf("stats window %+v, want [2s, 3s) after 2026-01-01", st.Window)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth, err := source.GeneratorTruthLines(generatorConfig(wordcountFlags{generate: 3000, eventStep: time.Millisecond, seed: 1}), 2000, 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	if err := writeCounts(&want, truth); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want.String() {
+		t.Fatalf("window counts differ from the truth of lines 2000..2999 (%d vs %d bytes)", len(got), want.Len())
 	}
 }

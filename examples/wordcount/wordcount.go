@@ -1,18 +1,18 @@
 // Package wordcount is the paper's experiment 4 as a topology: a spout emits
 // each line of text as a root tuple, a split processor emits one tuple per
-// word anchored to its line, and a count processor (fields grouping on the
-// word) counts and acks.
+// word anchored to its line, and a windowed counter (fields grouping on the
+// word) counts and acks: over the whole input, or over a sliding window of
+// the lines' times, exactly once if asked.
 package wordcount
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"strings"
-	"sync"
 
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/window"
 )
 
 // Options shape the topology.
@@ -23,6 +23,12 @@ type Options struct {
 	FailRate, DropRate float64
 	// Seed seeds each task's fail/drop decisions.
 	Seed uint64
+	// Window makes the counts those of a sliding window over the lines'
+	// times; the zero value counts the whole input.
+	Window window.Config
+	// ExactlyOnce makes the counters drop what replays bring again, so the
+	// counts are exact even with fail and drop rates.
+	ExactlyOnce bool
 }
 
 // Validate names the first option out of range.
@@ -38,42 +44,48 @@ func (o Options) Validate() error {
 		return fmt.Errorf("fail rate = %v, want 0 <= p < 1", o.FailRate)
 	case o.DropRate < 0 || o.DropRate >= 1 || o.FailRate+o.DropRate >= 1:
 		return fmt.Errorf("drop rate = %v, want 0 <= p < 1 and fail rate + drop rate < 1", o.DropRate)
+	case o.Window != (window.Config{}):
+		if err := o.Window.Validate(); err != nil {
+			return fmt.Errorf("window = %v/%v: %w", o.Window.Size, o.Window.Pane, err)
+		}
 	}
 	return nil
 }
 
-// Result gathers the counters' tallies once they have drained.
-type Result struct {
-	mu     sync.Mutex
-	counts map[string]int64
-}
-
-// Counts returns the word counts merged over all count tasks.
-func (r *Result) Counts() map[string]int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return maps.Clone(r.counts)
-}
+// CountComponent is the name of the count step, a windowed counter.
+const CountComponent = "count"
 
 // Build makes the word count topology over src.
-func Build(src source.Factory, o Options) (*actors.Topology, *Result, error) {
+func Build(src source.Factory, o Options) (*actors.Topology, error) {
 	if err := o.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("wordcount: %w", err)
+		return nil, fmt.Errorf("wordcount: %w", err)
 	}
-	res := &Result{counts: map[string]int64{}}
 	var b actors.Builder
 	b.Spout("lines", o.Spouts, src)
 	b.Processor("split", o.Splitters, func(ti actors.TaskInfo) (actors.Processor, error) {
 		return &Split{chaos: newChaos(o, ti)}, nil
 	}).Shuffle("lines")
-	b.Processor("count", o.Counters, func(ti actors.TaskInfo) (actors.Processor, error) {
-		return &Count{chaos: newChaos(o, ti), counts: map[string]int64{}, res: res}, nil
+	counter := actors.CounterOptions{Window: o.Window, Key: 0, Value: -1, ExactlyOnce: o.ExactlyOnce}
+	b.Counter(CountComponent, o.Counters, counter, func(ti actors.TaskInfo, k *actors.Counter) actors.Processor {
+		return &Count{chaos: newChaos(o, ti), Counter: k}
 	}).Fields("split", 0)
 	topo, err := b.Build()
 	if err != nil {
-		return nil, nil, fmt.Errorf("wordcount: %w", err)
+		return nil, fmt.Errorf("wordcount: %w", err)
 	}
-	return topo, res, nil
+	return topo, nil
+}
+
+// Counts returns the word counts of a finished run: over the last window
+// with Options.Window, over the whole input without.
+func Counts(st *actors.RunStats) map[string]int64 {
+	out := map[string]int64{}
+	if r := st.Counters[CountComponent]; r != nil {
+		for _, e := range r.Top {
+			out[e.Key] = int64(e.Count)
+		}
+	}
+	return out
 }
 
 // chaos decides, from a seeded per-task stream, which tuples to fail or drop.
@@ -119,11 +131,11 @@ func (s *Split) Process(t *actors.Tuple, c *actors.Collector) {
 	c.Ack(t)
 }
 
-// Count counts words and hands its tally to the Result when it drains.
+// Count is the count step: a windowed counter task (one tuple, one count
+// of its word) behind the chaos of fail and drop rates.
 type Count struct {
-	chaos  chaos
-	counts map[string]int64
-	res    *Result
+	chaos chaos
+	*actors.Counter
 }
 
 // Process implements actors.Processor.
@@ -131,19 +143,5 @@ func (k *Count) Process(t *actors.Tuple, c *actors.Collector) {
 	if k.chaos.skip(t, c) {
 		return
 	}
-	w := t.Values()[0]
-	if _, ok := k.counts[w]; !ok {
-		w = strings.Clone(w) // do not keep the whole line alive for one word
-	}
-	k.counts[w]++
-	c.Ack(t)
-}
-
-// Finish implements actors.Finisher.
-func (k *Count) Finish(*actors.Collector) {
-	k.res.mu.Lock()
-	defer k.res.mu.Unlock()
-	for w, n := range k.counts {
-		k.res.counts[w] += n
-	}
+	k.Counter.Process(t, c)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster"
+	"github.com/acktor/acktor/window"
 )
 
 func quiet() *logrus.Logger {
@@ -27,7 +28,7 @@ func quiet() *logrus.Logger {
 // run counts the words of src on an embedded cluster.
 func run(tb testing.TB, src source.Factory, o Options, cfg actors.Config) (map[string]int64, *actors.RunStats) {
 	tb.Helper()
-	topo, res, err := Build(src, o)
+	topo, err := Build(src, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func run(tb testing.TB, src source.Factory, o Options, cfg actors.Config) (map[s
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return res.Counts(), st
+	return Counts(st), st
 }
 
 func fileTruth(t *testing.T, path string) map[string]int64 {
@@ -96,6 +97,63 @@ func TestOpticks(t *testing.T) {
 				t.Fatal("failures caused no replays")
 			}
 		})
+	}
+}
+
+// TestExactlyOnce: with fail and drop rates, replays bring words again,
+// and the counters drop them: the counts are exactly the truth.
+func TestExactlyOnce(t *testing.T) {
+	truth := fileTruth(t, "opticks.txt")
+	cfg := actors.DefaultConfig()
+	cfg.Ackers, cfg.Timeout, cfg.MaxReplays, cfg.MaxPending = 3, 500*time.Millisecond, 20, 1024
+	counts, st := run(t, source.File("opticks.txt"), Options{Spouts: 2, Splitters: 2, Counters: 3,
+		FailRate: 0.01, DropRate: 0.005, Seed: 3, ExactlyOnce: true}, cfg)
+	if st.Completed != st.Roots || st.DeadLettered != 0 || st.Replayed == 0 {
+		t.Fatalf("%d of %d roots completed, %d dead-lettered, %d replayed", st.Completed, st.Roots, st.DeadLettered, st.Replayed)
+	}
+	if c := st.Counters[CountComponent]; c.Duplicates == 0 {
+		t.Fatalf("replays brought no duplicates: %+v", c)
+	}
+	if len(counts) != len(truth) {
+		t.Fatalf("%d words counted, %d in the text", len(counts), len(truth))
+	}
+	for w, n := range truth {
+		if counts[w] != n {
+			t.Fatalf("%q counted %d, truth %d", w, counts[w], n)
+		}
+	}
+}
+
+// TestWindow: generated lines with event times 1 ms apart, a 2 s window of
+// 250 ms panes: the counts are those of the lines in the last window, with
+// failures and exactly once.
+func TestWindow(t *testing.T) {
+	gc := source.GeneratorConfig{Lines: 6000, WordsPerLine: 4, Vocabulary: 300, Skew: 1.2, Seed: 7,
+		EventStep: time.Millisecond, EventStart: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	gen, err := source.Generator(gc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := actors.DefaultConfig()
+	cfg.Ackers, cfg.Timeout, cfg.MaxReplays, cfg.MaxPending = 2, 300*time.Millisecond, 20, 256
+	counts, st := run(t, gen, Options{Spouts: 2, Splitters: 2, Counters: 2, FailRate: 0.01, Seed: 5,
+		Window: window.Config{Size: 2 * time.Second, Pane: 250 * time.Millisecond}, ExactlyOnce: true}, cfg)
+	c := st.Counters[CountComponent]
+	start := time.Unix(0, c.Start).Sub(gc.EventStart)
+	if !c.HasWindow || start != 4*time.Second || time.Duration(c.End-c.Start) != 2*time.Second {
+		t.Fatalf("window [%v, +%v), want [4s, +2s)", start, time.Duration(c.End-c.Start))
+	}
+	truth, err := source.GeneratorTruthLines(gc, 4000, 6000) // times 4.000 .. 5.999 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counts) != len(truth) {
+		t.Fatalf("%d words in the window, truth %d", len(counts), len(truth))
+	}
+	for w, n := range truth {
+		if counts[w] != n {
+			t.Fatalf("%q counted %d in the window, truth %d", w, counts[w], n)
+		}
 	}
 }
 
