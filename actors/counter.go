@@ -16,7 +16,7 @@ import (
 // Defaults of CounterOptions' limits, per task.
 const (
 	DefaultCounterKeys = 1 << 22
-	DefaultCounterIDs  = 1 << 24
+	DefaultCounterIDs  = 1 << 23
 )
 
 // allTime is the window of a counter without one: a single pane of 2^62 ns
@@ -39,8 +39,9 @@ type CounterOptions struct {
 	// already applied, so replays never count twice. The ids of a pane are
 	// forgotten when it leaves the window (a replay that old is late).
 	ExactlyOnce bool
-	// MaxIDs bounds the content ids a task remembers; 0 means
-	// DefaultCounterIDs. An update that would pass it is refused.
+	// MaxIDs bounds the content ids a task remembers, 11 to 21 bytes each;
+	// 0 means DefaultCounterIDs. An update that would pass it is refused
+	// (failed, so replayed later and dead-lettered in the end).
 	MaxIDs int
 }
 
@@ -125,16 +126,27 @@ func (k *Counter) apply(t *Tuple) error {
 		value = v
 	}
 	cid, tm := t.ContentID(), t.Time()
-	pane := floorDiv(tm, int64(k.o.Window.Pane))
-	dedupe := k.o.ExactlyOnce && cid != 0
-	if dedupe && k.ids[pane].has(cid) {
-		k.st.Duplicates++
-		return nil
+	var ids *idSet
+	if k.o.ExactlyOnce && cid != 0 {
+		// Claim the id first (one probe sequence for the common new id),
+		// and give it back if the window does not take the update.
+		ids = k.idsOf(floorDiv(tm, int64(k.o.Window.Pane)))
+		full := k.nIDs >= k.o.MaxIDs
+		if (full && ids.has(cid)) || (!full && !ids.add(cid)) {
+			k.st.Duplicates++
+			return nil
+		}
+		if full {
+			return errors.New("counter: MaxIDs content ids remembered")
+		}
+		k.nIDs++
 	}
-	if dedupe && k.nIDs >= k.o.MaxIDs {
-		return errors.New("counter: MaxIDs content ids remembered")
+	err := k.w.Add(tm, []byte(vals[k.o.Key]), value)
+	if err != nil && ids != nil {
+		ids.remove(cid)
+		k.nIDs--
 	}
-	switch err := k.w.Add(tm, []byte(vals[k.o.Key]), value); {
+	switch {
 	case errors.Is(err, window.ErrLate):
 		k.st.Late++
 		return nil
@@ -142,15 +154,12 @@ func (k *Counter) apply(t *Tuple) error {
 		return fmt.Errorf("counter: %w", err)
 	}
 	k.st.Applied++
-	if dedupe {
-		k.remember(pane, cid)
-	}
 	return nil
 }
 
-// remember adds cid to pane's ids, first forgetting the panes that left the
-// window.
-func (k *Counter) remember(pane int64, cid uint64) {
+// idsOf returns the content ids of pane, first forgetting the panes that
+// left the window.
+func (k *Counter) idsOf(pane int64) *idSet {
 	if start, _, ok := k.w.Bounds(); ok {
 		if from := floorDiv(start, int64(k.o.Window.Pane)); from > k.from {
 			k.from = from
@@ -167,9 +176,7 @@ func (k *Counter) remember(pane int64, cid uint64) {
 		s = &idSet{}
 		k.ids[pane] = s
 	}
-	if s.add(cid) {
-		k.nIDs++
-	}
+	return s
 }
 
 // Query implements Querier: the window's values of q's keys, its top
@@ -223,7 +230,7 @@ type idSet struct {
 }
 
 func (s *idSet) has(id uint64) bool {
-	if s == nil || len(s.slots) == 0 {
+	if len(s.slots) == 0 {
 		return false
 	}
 	mask := uint64(len(s.slots) - 1)
@@ -235,6 +242,30 @@ func (s *idSet) has(id uint64) bool {
 			return false
 		}
 	}
+}
+
+// remove takes id out, shifting back the ids after it that probed past its
+// slot, so that no tombstones are needed.
+func (s *idSet) remove(id uint64) {
+	if len(s.slots) == 0 {
+		return
+	}
+	mask := uint64(len(s.slots) - 1)
+	i := mix64(id) & mask
+	for ; s.slots[i] != id; i = (i + 1) & mask {
+		if s.slots[i] == 0 {
+			return
+		}
+	}
+	for j := (i + 1) & mask; s.slots[j] != 0; j = (j + 1) & mask {
+		// Move slots[j] into the hole at i unless its home lies in (i, j].
+		if home := mix64(s.slots[j]) & mask; (j-home)&mask >= (j-i)&mask {
+			s.slots[i] = s.slots[j]
+			i = j
+		}
+	}
+	s.slots[i] = 0
+	s.n--
 }
 
 // add puts id in the set and says whether it was new.

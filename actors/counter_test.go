@@ -210,10 +210,15 @@ func TestIDSetModel(t *testing.T) {
 	model := map[uint64]bool{}
 	for range 50_000 {
 		id := 1 + rng.Uint64N(20_000) // collisions and repeats
-		if got, want := s.add(id), !model[id]; got != want {
-			t.Fatalf("add(%d) = %v, want %v", id, got, want)
+		if rng.IntN(4) == 0 { // remove shifts later ids back
+			s.remove(id)
+			delete(model, id)
+		} else {
+			if got, want := s.add(id), !model[id]; got != want {
+				t.Fatalf("add(%d) = %v, want %v", id, got, want)
+			}
+			model[id] = true
 		}
-		model[id] = true
 		probe := 1 + rng.Uint64N(40_000)
 		if s.has(probe) != model[probe] {
 			t.Fatalf("has(%d) = %v", probe, !model[probe])

@@ -77,7 +77,7 @@ when every line finished (none lost, none dead-lettered).`,
 	fl.DurationVar(&f.window, "window", 0, "count over a sliding window of this span (a multiple of --pane); 0 counts the whole input")
 	fl.DurationVar(&f.pane, "pane", 0, "the window's pane: its resolution and the step it slides by (default: --window, a tumbling window)")
 	fl.DurationVar(&f.eventStep, "event-step", 0, "with --generate: line j gets the event time j*step after 2026-01-01 UTC instead of the time it is read")
-	fl.BoolVar(&f.exactlyOnce, "exactly-once", false, "counters drop updates they already applied (by content id), so replays never count twice")
+	fl.BoolVar(&f.exactlyOnce, "exactly-once", false, "counters drop updates they already applied (by content id), so replays never count twice; each counter task remembers up to 8M ids (those of the window, or of the whole input without --window)")
 	fl.Float64Var(&f.failRate, "fail-rate", 0, "share of tuples the processors fail on purpose (0..1)")
 	fl.Float64Var(&f.dropRate, "drop-rate", 0, "share of tuples the processors drop without acking, found only by the timeout (0..1)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of tuple ids, fail/drop decisions and --generate")
