@@ -210,7 +210,7 @@ func TestIDSetModel(t *testing.T) {
 	model := map[uint64]bool{}
 	for range 50_000 {
 		id := 1 + rng.Uint64N(20_000) // collisions and repeats
-		if rng.IntN(4) == 0 { // remove shifts later ids back
+		if rng.IntN(4) == 0 {         // remove shifts later ids back
 			s.remove(id)
 			delete(model, id)
 		} else {
