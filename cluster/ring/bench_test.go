@@ -6,17 +6,26 @@ import (
 	"testing"
 )
 
-// BenchmarkLocate is one root's lookup: hashing the springId's decimal form
-// and a binary search over the running points.
+// BenchmarkLocate is one root's lookup: Ring.Locate (a binary search over
+// the running points) and Table.Owner (the bucket index the runtime uses).
 func BenchmarkLocate(b *testing.B) {
 	for _, ackers := range []int{6, 64} {
-		b.Run(fmt.Sprintf("ackers=%d", ackers), func(b *testing.B) {
-			r := running(b, DefaultReplicas, ackerNames(ackers)...)
-			ids := springIDs(1<<12, 1)
+		r := running(b, DefaultReplicas, ackerNames(ackers)...)
+		ids := springIDs(1<<12, 1)
+		b.Run(fmt.Sprintf("ring/ackers=%d", ackers), func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				r.Locate(ids[i&(len(ids)-1)])
+				i++
+			}
+		})
+		tab := r.Table()
+		b.Run(fmt.Sprintf("table/ackers=%d", ackers), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				tab.Owner(ids[i&(len(ids)-1)])
 				i++
 			}
 		})

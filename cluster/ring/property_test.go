@@ -36,6 +36,38 @@ func TestPropertyLocateMatchesScan(t *testing.T) {
 	}
 }
 
+// TestPropertyTableMatchesLocate: a frozen Table names the same owner as
+// the ring it was made from, at random keys, at every point and beside it,
+// at bucket edges; later ring changes do not reach it.
+func TestPropertyTableMatchesLocate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i := range propRings {
+		r := randomRing(t, rng)
+		tab := r.Table()
+		keys := probeKeys(r, rng, propKeys)
+		for b := uint32(0); b < 1<<tableBits; b += 97 {
+			lo := b << (32 - tableBits)
+			keys = append(keys, lo, lo-1, lo+1)
+		}
+		for _, k := range keys {
+			want, wantOK := r.LocateKey(k)
+			n, ok := tab.OwnerKey(k)
+			if ok != wantOK || (ok && tab.IDs()[n] != want) {
+				t.Fatalf("ring %d, key %#x: table owner %d (%v) of %v, ring %q (%v)", i, k, n, ok, tab.IDs(), want, wantOK)
+			}
+		}
+		ids := r.Ackers()
+		r.Remove(ids[0])
+		r.Add("late-comer")
+		_ = r.SetState("late-comer", Running)
+		for _, k := range keys[:20] {
+			if n, ok := tab.OwnerKey(k); ok && tab.IDs()[n] == "late-comer" {
+				t.Fatalf("ring %d: a change after Table reached it", i)
+			}
+		}
+	}
+}
+
 // Removing a running acker moves exactly the roots it owned, each to the next
 // running acker clockwise; adding one (and starting it) moves only roots onto
 // it. Removing or adding an acker that is not running moves nothing.

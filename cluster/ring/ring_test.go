@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"testing"
 )
 
@@ -76,18 +75,18 @@ func TestHashReadsRightToLeft(t *testing.T) {
 	}
 }
 
-func TestKeyIsHashOfDecimal(t *testing.T) {
-	ids := []uint64{0, 1, 9, 10, 99, 100, 12345, 3<<40 | 77, math.MaxUint64 - 1, math.MaxUint64}
-	for p := uint64(10); p < math.MaxUint64/10; p *= 10 {
-		ids = append(ids, p-1, p, p+1)
-	}
-	rng := rand.New(rand.NewPCG(6, 6))
-	for range 1000 {
-		ids = append(ids, rng.Uint64(), rng.Uint64()>>rng.IntN(64))
-	}
-	for _, id := range ids {
-		if got, want := Key(id), Hash(strconv.FormatUint(id, 10)); got != want {
-			t.Errorf("Key(%d) = %#x, want Hash(%q) = %#x", id, got, strconv.FormatUint(id, 10), want)
+// TestKeySpreadsSequentialIDs: springIds are sequential within a spout
+// task; their keys must still spread evenly over the ring.
+func TestKeySpreadsSequentialIDs(t *testing.T) {
+	for _, base := range []uint64{0, 3 << 40, 1<<40 | 1<<39, math.MaxUint64 - 1<<16} {
+		var buckets [64]int
+		for i := range uint64(1 << 16) {
+			buckets[Key(base+i)>>26]++
+		}
+		for b, n := range buckets { // 1024 expected; ±15% is over 4 sigma
+			if n < 870 || n > 1180 {
+				t.Fatalf("base %#x: bucket %d holds %d of 65536 keys, want ~1024", base, b, n)
+			}
 		}
 	}
 	if n := testing.AllocsPerRun(100, func() { Key(math.MaxUint64) }); n != 0 {
