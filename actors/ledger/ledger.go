@@ -99,6 +99,8 @@ type Stats struct {
 	Orphaned           uint64 // records that timed out without an init: late or stray acks
 	Rejected           uint64 // inits refused: task too large, duplicate, or the ledger full
 	Dropped            uint64 // acks and fails for unknown roots refused: the ledger was full
+	HandedOver         uint64 // records extracted for another ledger
+	Adopted            uint64 // records taken over from another ledger
 	PeakInFlight       int
 	Rotations, Resizes uint64
 }
@@ -304,6 +306,84 @@ func (l *Ledger) Range(f func(springID uint64, task uint32, checkValue uint64) b
 			return
 		}
 	}
+}
+
+// Record is a record in flight as Extract hands it to another ledger.
+type Record struct {
+	SpringID   uint64
+	CheckValue uint64 // the XOR folded so far: init and acks
+	Task       uint32 // the spout task, once the init is seen
+	Init       bool   // the spout's init has been seen
+	Failed     bool   // failed before its init: the init must report Failed
+}
+
+// Extract removes every record whose springId move reports true, in table
+// order, and appends it to dst: for handing records over to the acker that
+// now owns them (Adopt there). It scans the table, like a rotation.
+func (l *Ledger) Extract(move func(springID uint64) bool, dst []Record) []Record {
+	for i := 0; i < len(l.slots); {
+		s := &l.slots[i]
+		if !s.has(flagUsed) || !move(s.key()) {
+			i++
+			continue
+		}
+		dst = append(dst, Record{SpringID: s.key(), CheckValue: s.check(), Task: s.task(),
+			Init: s.has(flagInit), Failed: s.has(flagFail)})
+		l.stats.HandedOver++
+		l.removeAt(i) // shifts the next record into i: look at i again
+	}
+	return dst
+}
+
+// Adopt takes over a record another ledger extracted, folding it into what
+// this ledger holds for the root (acks that reached it first) as the init,
+// acks and fail it stands for would have. The record's timeout starts over.
+// It is never refused for want of room: a handover must not lose roots.
+func (l *Ledger) Adopt(r Record) Outcome {
+	l.stats.Adopted++
+	i, found := l.find(r.SpringID)
+	if !found {
+		if !r.Init && !r.Failed && r.CheckValue == 0 {
+			return Outcome{Status: Pending}
+		}
+		s := l.insert(r.SpringID)
+		s.setCheck(r.CheckValue)
+		switch {
+		case r.Init:
+			s.meta |= flagInit | r.Task
+		case r.Failed:
+			s.meta |= flagFail
+		}
+		return Outcome{Status: Pending}
+	}
+	s := &l.slots[i]
+	switch {
+	case (r.Failed && s.has(flagInit)) || (r.Init && s.has(flagFail)):
+		task := s.task() // the task of whichever of the two had the init
+		if r.Init {
+			task = r.Task
+		}
+		l.removeAt(i)
+		l.stats.Failed++
+		return Outcome{Status: Failed, Task: task}
+	case r.Failed:
+		s.meta |= flagFail
+		return Outcome{Status: Pending}
+	}
+	c := s.check() ^ r.CheckValue
+	if r.Init {
+		s.setTask(r.Task)
+		s.meta |= flagInit
+	}
+	if c == 0 && s.has(flagInit) {
+		task := s.task()
+		l.removeAt(i)
+		l.stats.Completed++
+		return Outcome{Status: Completed, Task: task}
+	}
+	s.setCheck(c)
+	l.restamp(s)
+	return Outcome{Status: Pending}
 }
 
 // mix is splitmix64's finalizer: springIds are often sequential.
