@@ -3,6 +3,8 @@ package actors
 import (
 	"fmt"
 	"runtime/debug"
+	"strconv"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
@@ -20,6 +22,8 @@ type rotate struct{}
 type ackerTask struct {
 	env    *env
 	id     string
+	num    int        // n of acker/n
+	dir    *directory // the acker set it last acted on
 	l      *ledger.Ledger
 	res    resolver
 	root   *actor.RootContext
@@ -30,6 +34,8 @@ type ackerTask struct {
 	expired   outbox
 	onExpire  func(springID uint64, task uint32)
 	bad       uint64 // malformed messages dropped
+	forwarded uint64 // entries passed on to their root's new acker
+	moved     []ledger.Record
 }
 
 func (a *ackerTask) Receive(ctx actor.Context) {
@@ -38,9 +44,17 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 			a.env.log.Errorf("%s: panic: %v\n%s", a.id, r, debug.Stack())
 		}
 	}()
+	if a.l != nil {
+		if d := a.env.dir.Load(); d != a.dir {
+			a.rebalance(d)
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		a.init(ctx, m)
+	case *messages.AckerSet: // the check above acted on it
+	case *messages.Handover:
+		a.adopt(m)
 	case *actor.Terminated:
 		a.res.forget(m.Who)
 	case *messages.Track:
@@ -69,28 +83,126 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 
 func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	e := a.env
+	a.id = m.Identity.Identity
+	n, err := strconv.Atoi(strings.TrimPrefix(a.id, "acker/"))
+	if err != nil || !strings.HasPrefix(a.id, "acker/") || n < 0 || n >= maxAckers {
+		e.log.Errorf("acker: activated as %q, which is no acker identity", a.id)
+		return
+	}
+	a.num, a.dir = n, e.dir.Load()
+	expect := a.expect(a.dir)
+	a.l = ledger.New(ledger.Config{Generations: e.cfg.Generations, ExpectedInFlight: expect,
+		MaxInFlight: maxInFlight(expect)})
+	a.res = newResolver(ctx, m.Cluster)
+	a.root = ctx.ActorSystem().Root
+	tasks := e.topo.Tasks()
+	a.completed, a.failed, a.expired = newOutbox(tasks), newOutbox(tasks), newOutbox(tasks)
+	a.onExpire = func(id uint64, task uint32) { a.expired.add(task, id) }
+	every := e.cfg.rotateEvery()
+	a.cancel = scheduler.NewTimerScheduler(a.root).SendRepeatedly(every, every, ctx.Self(), &rotate{})
+}
+
+// expect is this acker's share of the roots the spouts may keep in flight
+// (capped: beyond it the table grows once, by half).
+func (a *ackerTask) expect(d *directory) int {
 	spoutTasks := 0
-	for _, c := range e.topo.Components {
+	for _, c := range a.env.topo.Components {
 		if c.Spout {
 			spoutTasks += c.Parallel
 		}
 	}
-	// Pre-size for this acker's share of the roots the spouts may keep in
-	// flight (capped: beyond it the table grows once, by half).
-	expect := min(e.cfg.MaxPending*spoutTasks/max(e.cfg.Ackers, 1), 1<<20)
-	a.id = m.Identity.Identity
-	// The bound leaves room for orphans (late acks) beyond what the spouts
-	// may keep in flight; past it, inits are rejected and their roots replay
-	// at the spout's deadline, and stray acks are dropped and counted.
-	a.l = ledger.New(ledger.Config{Generations: e.cfg.Generations, ExpectedInFlight: expect,
-		MaxInFlight: 4*expect + 4096})
-	a.res = newResolver(ctx, m.Cluster)
-	a.root = ctx.ActorSystem().Root
-	n := e.topo.Tasks()
-	a.completed, a.failed, a.expired = newOutbox(n), newOutbox(n), newOutbox(n)
-	a.onExpire = func(id uint64, task uint32) { a.expired.add(task, id) }
-	every := e.cfg.rotateEvery()
-	a.cancel = scheduler.NewTimerScheduler(a.root).SendRepeatedly(every, every, ctx.Self(), &rotate{})
+	share := a.env.cfg.MaxPending * spoutTasks / max(d.ackers, 1)
+	return min(share+share/10, 1<<20) // the ring's shares differ by a few %
+}
+
+// maxInFlight leaves room for orphans (late acks) beyond what the spouts
+// may keep in flight; past it, inits are rejected and their roots replay at
+// the spout's deadline, and stray acks are dropped and counted.
+func maxInFlight(expect int) int { return 4*expect + 4096 }
+
+// rebalance acts on a new acker set: the records this acker no longer owns
+// go to their new ackers, which fold them into what reached them first.
+func (a *ackerTask) rebalance(d *directory) {
+	a.dir = d
+	a.l.SetMaxInFlight(maxInFlight(a.expect(d)))
+	a.moved = a.l.Extract(func(id uint64) bool { return d.ackerOf(id) != a.num }, a.moved[:0])
+	out := map[int]*messages.Handover{}
+	for _, r := range a.moved {
+		a.handover(out, r)
+	}
+	a.sendHandovers(out)
+	if len(a.moved) > 0 {
+		a.env.log.Debugf("%s: handed %d records over for acker set %d", a.id, len(a.moved), d.version)
+	}
+}
+
+func (a *ackerTask) handover(out map[int]*messages.Handover, r ledger.Record) {
+	o := a.dir.ackerOf(r.SpringID)
+	h := out[o]
+	if h == nil {
+		h = &messages.Handover{}
+		out[o] = h
+	}
+	flags := uint32(0)
+	if r.Init {
+		flags |= 1
+	}
+	if r.Failed {
+		flags |= 2
+	}
+	h.SpringIds = append(h.SpringIds, r.SpringID)
+	h.CheckValues = append(h.CheckValues, r.CheckValue)
+	h.Tasks = append(h.Tasks, r.Task)
+	h.Flags = append(h.Flags, flags)
+}
+
+func (a *ackerTask) sendHandovers(out map[int]*messages.Handover) {
+	for o, h := range out {
+		a.toAcker(o, h)
+	}
+}
+
+// adopt takes over handed-over records; one this acker does not own either
+// (the set changed again) goes on to its owner.
+func (a *ackerTask) adopt(m *messages.Handover) {
+	n := len(m.SpringIds)
+	if a.l == nil || len(m.CheckValues) != n || len(m.Tasks) != n || len(m.Flags) != n {
+		a.drop(fmt.Sprintf("handover with %d springIds, %d check values, %d tasks, %d flags", n, len(m.CheckValues), len(m.Tasks), len(m.Flags)))
+		return
+	}
+	var out map[int]*messages.Handover
+	for i, id := range m.SpringIds {
+		r := ledger.Record{SpringID: id, CheckValue: m.CheckValues[i], Task: m.Tasks[i], Init: m.Flags[i]&1 != 0, Failed: m.Flags[i]&2 != 0}
+		if a.dir.ackerOf(id) != a.num {
+			if out == nil {
+				out = map[int]*messages.Handover{}
+			}
+			a.handover(out, r)
+			a.forwarded++
+			continue
+		}
+		a.outcome(id, a.l.Adopt(r))
+	}
+	a.sendHandovers(out)
+}
+
+// fwd gathers, per acker, the entries of one message that belong to roots
+// this acker does not own, in a message of the same kind.
+type fwd[M any] struct {
+	by   map[int]M
+	make func() M
+}
+
+func (f *fwd[M]) to(o int) M {
+	if f.by == nil {
+		f.by = map[int]M{}
+	}
+	m, ok := f.by[o]
+	if !ok {
+		m = f.make()
+		f.by[o] = m
+	}
+	return m
 }
 
 func (a *ackerTask) track(m *messages.Track) {
@@ -101,8 +213,18 @@ func (a *ackerTask) track(m *messages.Track) {
 		a.drop(fmt.Sprintf("track from task %d with %d springIds and %d inits", m.Task, len(m.SpringIds), len(m.InitXors)))
 		return
 	}
+	f := fwd[*messages.Track]{make: func() *messages.Track { return &messages.Track{Task: m.Task} }}
 	for i, id := range m.SpringIds {
+		if o := a.dir.ackerOf(id); o != a.num {
+			t := f.to(o)
+			t.SpringIds, t.InitXors = append(t.SpringIds, id), append(t.InitXors, m.InitXors[i])
+			a.forwarded++
+			continue
+		}
 		a.outcome(id, a.l.Init(id, m.Task, m.InitXors[i]))
+	}
+	for o, t := range f.by {
+		a.toAcker(o, t)
 	}
 }
 
@@ -114,8 +236,18 @@ func (a *ackerTask) ack(m *messages.AckBatch) {
 		a.drop(fmt.Sprintf("ack batch with %d springIds and %d deltas", len(m.SpringIds), len(m.XorDeltas)))
 		return
 	}
+	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{} }}
 	for i, id := range m.SpringIds {
+		if o := a.dir.ackerOf(id); o != a.num {
+			b := f.to(o)
+			b.SpringIds, b.XorDeltas = append(b.SpringIds, id), append(b.XorDeltas, m.XorDeltas[i])
+			a.forwarded++
+			continue
+		}
 		a.outcome(id, a.l.Ack(id, m.XorDeltas[i]))
+	}
+	for o, b := range f.by {
+		a.toAcker(o, b)
 	}
 }
 
@@ -123,11 +255,29 @@ func (a *ackerTask) fail(m *messages.FailRoot) {
 	if a.l == nil {
 		return
 	}
+	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot { return &messages.FailRoot{} }}
 	for _, id := range m.SpringIds {
+		if o := a.dir.ackerOf(id); o != a.num {
+			b := f.to(o)
+			b.SpringIds = append(b.SpringIds, id)
+			a.forwarded++
+			continue
+		}
 		if task, ok := a.l.Fail(id); ok {
 			a.failed.add(task, id)
 		}
 	}
+	for o, b := range f.by {
+		a.toAcker(o, b)
+	}
+}
+
+func (a *ackerTask) toAcker(n int, m any) {
+	if p := a.res.get(KindAcker, AckerIdentity(n)); p != nil {
+		a.root.Send(p, m)
+		return
+	}
+	a.env.log.Errorf("%s: no member hosts %s; the roots it was passed replay at their deadline", a.id, AckerIdentity(n))
 }
 
 func (a *ackerTask) outcome(id uint64, o ledger.Outcome) {
@@ -199,5 +349,6 @@ func (a *ackerTask) stats() *messages.AckerStats {
 	s := a.l.Stats()
 	return &messages.AckerStats{Id: a.id, Tracked: s.Inits, InFlight: uint64(a.l.Len()), PeakInFlight: uint64(s.PeakInFlight),
 		Completed: s.Completed, Failed: s.Failed, Expired: s.Expired, Orphaned: s.Orphaned, Rejected: s.Rejected,
-		Acks: s.Acks, Bytes: uint64(a.l.Bytes()), Dropped: s.Dropped}
+		Acks: s.Acks, Bytes: uint64(a.l.Bytes()), Dropped: s.Dropped,
+		HandedOver: s.HandedOver, Adopted: s.Adopted, Forwarded: a.forwarded}
 }

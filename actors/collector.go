@@ -308,7 +308,11 @@ func (c *Collector) fold(r, d uint64) {
 		c.lastAck.XorDeltas[len(c.lastAck.XorDeltas)-1] ^= d
 		return
 	}
-	a := int(r % uint64(len(c.acks)))
+	a := c.env.dir.Load().ackerOf(r)
+	if a >= len(c.acks) { // SetAckers added ackers
+		c.acks = append(c.acks, make([]*messages.AckBatch, a+1-len(c.acks))...)
+		c.ackSize = append(c.ackSize, make([]int, a+1-len(c.ackSize))...)
+	}
 	b := c.acks[a]
 	if b == nil {
 		n := c.capFor(c.ackSize[a])
@@ -405,10 +409,10 @@ func (c *Collector) flushFails() {
 	if len(c.fails) == 0 {
 		return
 	}
-	n := c.env.cfg.Ackers
-	out := make([]*messages.FailRoot, n)
+	d := c.env.dir.Load()
+	out := make([]*messages.FailRoot, d.ackers)
 	for _, r := range c.fails {
-		a := int(r % uint64(n))
+		a := d.ackerOf(r)
 		if out[a] == nil {
 			out[a] = &messages.FailRoot{}
 		}

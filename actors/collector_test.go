@@ -92,7 +92,7 @@ func newWiring(t *testing.T, ackers int) *wiring {
 	}
 	cfg := DefaultConfig()
 	cfg.Ackers, cfg.BatchSize = ackers, 4
-	return &wiring{env: &env{topo: topo, cfg: cfg, log: quietLog()}, tuples: map[uint32][]*messages.TupleBatch{}}
+	return &wiring{env: newEnv(topo, cfg, quietLog()), tuples: map[uint32][]*messages.TupleBatch{}}
 }
 
 func (w *wiring) collector(task uint32) *Collector {

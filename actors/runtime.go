@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors/ledger"
+	"github.com/acktor/acktor/cluster/ring"
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/window"
 )
@@ -29,9 +30,13 @@ const (
 // Config tunes the runtime. Zero values are not defaults: start from
 // DefaultConfig.
 type Config struct {
-	// Ackers is the number of acker actors; 0 turns tracking off (a root
-	// counts as done once emitted, like Storm's topology.acker.executors: 0).
+	// Ackers is the number of acker actors at the start (SetAckers changes
+	// it while running); 0 turns tracking off (a root counts as done once
+	// emitted, like Storm's topology.acker.executors: 0).
 	Ackers int
+	// Replicas is the points per acker on the ring that spreads roots over
+	// ackers; 0 means ring.DefaultReplicas.
+	Replicas int
 	// MaxPending bounds the roots in flight per spout task; a full spout
 	// stops pulling from its source (backpressure).
 	MaxPending int
@@ -82,8 +87,10 @@ func DefaultConfig() Config {
 // Validate names the first field out of range.
 func (c Config) Validate() error {
 	switch {
-	case c.Ackers < 0 || c.Ackers > 4096:
-		return fmt.Errorf("ackers = %d, want 0..4096", c.Ackers)
+	case c.Ackers < 0 || c.Ackers > maxAckers:
+		return fmt.Errorf("ackers = %d, want 0..%d", c.Ackers, maxAckers)
+	case c.Replicas < 0 || c.Replicas > ring.MaxReplicas:
+		return fmt.Errorf("replicas = %d, want 0..%d (0: %d)", c.Replicas, ring.MaxReplicas, ring.DefaultReplicas)
 	case c.MaxPending < 1 || c.MaxPending > maxPending:
 		return fmt.Errorf("max pending = %d, want 1..%d", c.MaxPending, maxPending)
 	case c.Timeout < 10*time.Millisecond:
@@ -134,6 +141,10 @@ type env struct {
 	cfg      Config
 	log      logrus.FieldLogger
 	reporter atomic.Pointer[actor.PID] // the local Run's, for progress between drains
+
+	dir       atomic.Pointer[directory] // the acker set; SetAckers replaces it
+	maxAckers atomic.Int32              // the most ackers there have been
+	setMu     sync.Mutex                // serialises SetAckers
 }
 
 func (e *env) tracking() bool { return e.cfg.Ackers > 0 }
@@ -166,7 +177,18 @@ func New(topo *Topology, cfg Config) (*Runtime, error) {
 	if cfg.DeadLetters == nil {
 		cfg.DeadLetters = logSink{log}
 	}
-	return &Runtime{env: &env{topo: topo, cfg: cfg, log: log}}, nil
+	return &Runtime{env: newEnv(topo, cfg, log)}, nil
+}
+
+func newEnv(topo *Topology, cfg Config, log logrus.FieldLogger) *env {
+	e := &env{topo: topo, cfg: cfg, log: log}
+	replicas := cfg.Replicas
+	if replicas == 0 {
+		replicas = ring.DefaultReplicas
+	}
+	e.dir.Store(newDirectory(1, cfg.Ackers, replicas))
+	e.maxAckers.Store(int32(cfg.Ackers))
+	return e
 }
 
 type logSink struct{ log logrus.FieldLogger }
@@ -213,6 +235,9 @@ type AckerStats struct {
 	Expired      uint64 `json:"expired"`
 	Orphaned     uint64 `json:"orphaned"`
 	Bytes        uint64 `json:"bytes"`
+	HandedOver   uint64 `json:"handed_over"` // records moved to a new owner by SetAckers
+	Adopted      uint64 `json:"adopted"`     // records taken over from another acker
+	Forwarded    uint64 `json:"forwarded"`   // messages' entries passed on to a root's new acker
 }
 
 // RunStats is the account of a finished run.
@@ -275,7 +300,7 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	}
 	st := &RunStats{Progress: rep.progress()}
 	st.Elapsed = time.Since(start)
-	for n := range e.cfg.Ackers {
+	for n := range int(e.maxAckers.Load()) {
 		res, err := c.Request(AckerIdentity(n), KindAcker, &messages.AckerStatsRequest{})
 		if err != nil {
 			return nil, fmt.Errorf("run: stats of %s: %w", AckerIdentity(n), err)
@@ -285,7 +310,8 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 			return nil, fmt.Errorf("run: stats of %s: unexpected %T", AckerIdentity(n), res)
 		}
 		st.Ackers = append(st.Ackers, AckerStats{ID: a.Id, Tracked: a.Tracked, PeakInFlight: a.PeakInFlight,
-			Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes})
+			Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
+			HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded})
 	}
 	for _, comp := range e.topo.Components {
 		if !comp.counter {
@@ -317,7 +343,7 @@ func (rt *Runtime) stopTasks(c *cluster.Cluster) {
 			pids = append(pids, p)
 		}
 	}
-	for n := range e.cfg.Ackers {
+	for n := range int(e.maxAckers.Load()) {
 		if p := c.Get(AckerIdentity(n), KindAcker); p != nil {
 			pids = append(pids, p)
 		}

@@ -216,7 +216,10 @@ func (s *spoutTask) emit(p pendingRoot, payload string) {
 	p.deadline = s.deadline
 	s.pending[springID] = p
 	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(len(s.pending)))
-	a := springID % uint64(s.env.cfg.Ackers)
+	a := s.env.dir.Load().ackerOf(springID)
+	if a >= len(s.tracks) { // SetAckers added ackers
+		s.tracks = append(s.tracks, make([]*messages.Track, a+1-len(s.tracks))...)
+	}
 	t := s.tracks[a]
 	if t == nil {
 		t = &messages.Track{Task: s.task}

@@ -790,8 +790,11 @@ type AckerStats struct {
 	Orphaned      uint64                 `protobuf:"varint,8,opt,name=orphaned,proto3" json:"orphaned,omitempty"`
 	Rejected      uint64                 `protobuf:"varint,9,opt,name=rejected,proto3" json:"rejected,omitempty"`
 	Acks          uint64                 `protobuf:"varint,10,opt,name=acks,proto3" json:"acks,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"`     // heap held by the ledger table
-	Dropped       uint64                 `protobuf:"varint,12,opt,name=dropped,proto3" json:"dropped,omitempty"` // acks/fails for unknown roots refused: the ledger was full
+	Bytes         uint64                 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"`                             // heap held by the ledger table
+	Dropped       uint64                 `protobuf:"varint,12,opt,name=dropped,proto3" json:"dropped,omitempty"`                         // acks/fails for unknown roots refused: the ledger was full
+	HandedOver    uint64                 `protobuf:"varint,13,opt,name=handed_over,json=handedOver,proto3" json:"handed_over,omitempty"` // records handed to their new acker after a change of the acker set
+	Adopted       uint64                 `protobuf:"varint,14,opt,name=adopted,proto3" json:"adopted,omitempty"`                         // records taken over from another acker
+	Forwarded     uint64                 `protobuf:"varint,15,opt,name=forwarded,proto3" json:"forwarded,omitempty"`                     // inits, acks and fails passed on to the root's new acker
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -910,6 +913,161 @@ func (x *AckerStats) GetDropped() uint64 {
 	return 0
 }
 
+func (x *AckerStats) GetHandedOver() uint64 {
+	if x != nil {
+		return x.HandedOver
+	}
+	return 0
+}
+
+func (x *AckerStats) GetAdopted() uint64 {
+	if x != nil {
+		return x.Adopted
+	}
+	return 0
+}
+
+func (x *AckerStats) GetForwarded() uint64 {
+	if x != nil {
+		return x.Forwarded
+	}
+	return 0
+}
+
+// AckerSet announces a new acker set: acker/0..ackers-1 on a ring of
+// replicas points each, numbered by version. An acker that learns of it
+// hands the records it no longer owns to their new ackers.
+type AckerSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Ackers        uint32                 `protobuf:"varint,2,opt,name=ackers,proto3" json:"ackers,omitempty"`
+	Replicas      uint32                 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckerSet) Reset() {
+	*x = AckerSet{}
+	mi := &file_acktor_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckerSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckerSet) ProtoMessage() {}
+
+func (x *AckerSet) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckerSet.ProtoReflect.Descriptor instead.
+func (*AckerSet) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AckerSet) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *AckerSet) GetAckers() uint32 {
+	if x != nil {
+		return x.Ackers
+	}
+	return 0
+}
+
+func (x *AckerSet) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+// Handover moves records from an acker to the one that now owns them, in
+// columns: springId, checkValue (init and acks folded so far), spout task,
+// and flags (1: init seen, 2: failed before its init).
+type Handover struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SpringIds     []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
+	CheckValues   []uint64               `protobuf:"fixed64,2,rep,packed,name=check_values,json=checkValues,proto3" json:"check_values,omitempty"`
+	Tasks         []uint32               `protobuf:"varint,3,rep,packed,name=tasks,proto3" json:"tasks,omitempty"`
+	Flags         []uint32               `protobuf:"varint,4,rep,packed,name=flags,proto3" json:"flags,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Handover) Reset() {
+	*x = Handover{}
+	mi := &file_acktor_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Handover) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Handover) ProtoMessage() {}
+
+func (x *Handover) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Handover.ProtoReflect.Descriptor instead.
+func (*Handover) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Handover) GetSpringIds() []uint64 {
+	if x != nil {
+		return x.SpringIds
+	}
+	return nil
+}
+
+func (x *Handover) GetCheckValues() []uint64 {
+	if x != nil {
+		return x.CheckValues
+	}
+	return nil
+}
+
+func (x *Handover) GetTasks() []uint32 {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+func (x *Handover) GetFlags() []uint32 {
+	if x != nil {
+		return x.Flags
+	}
+	return nil
+}
+
 // CounterQuery asks the tasks of a windowed counter component for values
 // over their window: the named keys, the top entries, or every key.
 type CounterQuery struct {
@@ -924,7 +1082,7 @@ type CounterQuery struct {
 
 func (x *CounterQuery) Reset() {
 	*x = CounterQuery{}
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1094,7 @@ func (x *CounterQuery) String() string {
 func (*CounterQuery) ProtoMessage() {}
 
 func (x *CounterQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1107,7 @@ func (x *CounterQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
 func (*CounterQuery) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{12}
+	return file_acktor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CounterQuery) GetKeys() []string {
@@ -1003,7 +1161,7 @@ type CounterResult struct {
 
 func (x *CounterResult) Reset() {
 	*x = CounterResult{}
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1173,7 @@ func (x *CounterResult) String() string {
 func (*CounterResult) ProtoMessage() {}
 
 func (x *CounterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1186,7 @@ func (x *CounterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
 func (*CounterResult) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{13}
+	return file_acktor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CounterResult) GetKeys() []string {
@@ -1185,7 +1343,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\tprocessed\x18\f \x01(\x04R\tprocessed\x12\x14\n" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
 	"\x05total\x18\x0e \x01(\x03R\x05total\"\x13\n" +
-	"\x11AckerStatsRequest\"\xc5\x02\n" +
+	"\x11AckerStatsRequest\"\x9e\x03\n" +
 	"\n" +
 	"AckerStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -1200,7 +1358,21 @@ const file_acktor_proto_rawDesc = "" +
 	"\x04acks\x18\n" +
 	" \x01(\x04R\x04acks\x12\x14\n" +
 	"\x05bytes\x18\v \x01(\x04R\x05bytes\x12\x18\n" +
-	"\adropped\x18\f \x01(\x04R\adropped\"]\n" +
+	"\adropped\x18\f \x01(\x04R\adropped\x12\x1f\n" +
+	"\vhanded_over\x18\r \x01(\x04R\n" +
+	"handedOver\x12\x18\n" +
+	"\aadopted\x18\x0e \x01(\x04R\aadopted\x12\x1c\n" +
+	"\tforwarded\x18\x0f \x01(\x04R\tforwarded\"X\n" +
+	"\bAckerSet\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x16\n" +
+	"\x06ackers\x18\x02 \x01(\rR\x06ackers\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\rR\breplicas\"x\n" +
+	"\bHandover\x12\x1d\n" +
+	"\n" +
+	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12!\n" +
+	"\fcheck_values\x18\x02 \x03(\x06R\vcheckValues\x12\x14\n" +
+	"\x05tasks\x18\x03 \x03(\rR\x05tasks\x12\x14\n" +
+	"\x05flags\x18\x04 \x03(\rR\x05flags\"]\n" +
 	"\fCounterQuery\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x10\n" +
 	"\x03top\x18\x02 \x01(\rR\x03top\x12\x15\n" +
@@ -1242,7 +1414,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -1257,8 +1429,10 @@ var file_acktor_proto_goTypes = []any{
 	(*TaskReport)(nil),        // 10: acktor.TaskReport
 	(*AckerStatsRequest)(nil), // 11: acktor.AckerStatsRequest
 	(*AckerStats)(nil),        // 12: acktor.AckerStats
-	(*CounterQuery)(nil),      // 13: acktor.CounterQuery
-	(*CounterResult)(nil),     // 14: acktor.CounterResult
+	(*AckerSet)(nil),          // 13: acktor.AckerSet
+	(*Handover)(nil),          // 14: acktor.Handover
+	(*CounterQuery)(nil),      // 15: acktor.CounterQuery
+	(*CounterResult)(nil),     // 16: acktor.CounterResult
 }
 var file_acktor_proto_depIdxs = []int32{
 	0, // 0: acktor.Failed.reason:type_name -> acktor.FailReason
@@ -1282,7 +1456,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

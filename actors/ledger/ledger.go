@@ -169,6 +169,11 @@ func (l *Ledger) Len() int { return l.n }
 // Stats returns the counters.
 func (l *Ledger) Stats() Stats { return l.stats }
 
+// SetMaxInFlight changes the bound of Config.MaxInFlight (0: none), e.g.
+// when the acker's share of the roots changes. Records beyond a lowered
+// bound stay; only new ones are refused.
+func (l *Ledger) SetMaxInFlight(n int) { l.limit = max(n, 0) }
+
 // Bytes is the heap the table occupies.
 func (l *Ledger) Bytes() int { return len(l.slots) * 20 }
 

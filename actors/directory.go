@@ -1,0 +1,101 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/acktor/acktor/cluster/ring"
+	"github.com/acktor/acktor/messages"
+)
+
+// maxAckers bounds Config.Ackers and SetAckers.
+const maxAckers = 4096
+
+// directory says which acker owns each root: the tracker paper's ring
+// (§3.2) over acker/0 … acker/n-1, frozen into a ring.Table for O(1)
+// lookups. It is immutable; a change of the acker set makes a new one with
+// the next version, which every task picks up on its next message.
+type directory struct {
+	version  uint64
+	ackers   int
+	replicas int
+	table    *ring.Table
+	num      []int32 // table index -> acker number
+}
+
+func newDirectory(version uint64, ackers, replicas int) *directory {
+	d := &directory{version: version, ackers: ackers, replicas: replicas}
+	if ackers == 0 {
+		return d
+	}
+	r := ring.New(replicas)
+	for n := range ackers {
+		r.Add(AckerIdentity(n))
+		_ = r.SetState(AckerIdentity(n), ring.Running) // it was just added
+	}
+	d.table = r.Table()
+	for _, id := range d.table.IDs() {
+		n, _ := strconv.Atoi(strings.TrimPrefix(id, "acker/"))
+		d.num = append(d.num, int32(n))
+	}
+	return d
+}
+
+// ackerOf is the number of the acker that owns springID.
+func (d *directory) ackerOf(springID uint64) int {
+	i, _ := d.table.Owner(springID)
+	return int(d.num[i])
+}
+
+// AckerSet returns the version and size of the current acker set.
+func (rt *Runtime) AckerSet() (version uint64, ackers int) {
+	d := rt.env.dir.Load()
+	return d.version, d.ackers
+}
+
+// SetAckers changes the number of ackers while the topology runs. Roots
+// move between ackers as the ring says (only those on the arcs next to the
+// points that come or go); each acker hands the records it no longer owns
+// to their new acker, and passes on the messages that still reach it for
+// them, so no root is replayed because of the change. Tracking cannot be
+// turned on or off at run time.
+func (rt *Runtime) SetAckers(ctx context.Context, c *cluster.Cluster, n int) error {
+	e := rt.env
+	if !e.tracking() {
+		return errors.New("set ackers: tracking is off (the runtime started with 0 ackers)")
+	}
+	if n < 1 || n > maxAckers {
+		return fmt.Errorf("set ackers: %d, want 1..%d", n, maxAckers)
+	}
+	e.setMu.Lock()
+	defer e.setMu.Unlock()
+	old := e.dir.Load()
+	if n == old.ackers {
+		return nil
+	}
+	d := newDirectory(old.version+1, n, old.replicas)
+	e.dir.Store(d)
+	for e.maxAckers.Load() < int32(n) {
+		e.maxAckers.Store(int32(n))
+	}
+	// Wake every acker that owned or now owns roots: an idle one would
+	// otherwise keep its records until its next message.
+	m := &messages.AckerSet{Version: d.version, Ackers: uint32(n), Replicas: uint32(d.replicas)}
+	for a := range max(n, old.ackers) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("set ackers: %w", err)
+		}
+		p := c.Get(AckerIdentity(a), KindAcker)
+		if p == nil {
+			return fmt.Errorf("set ackers: no member hosts %s", AckerIdentity(a))
+		}
+		c.ActorSystem.Root.Send(p, m)
+	}
+	e.log.Infof("ackers: %d -> %d (acker set version %d)", old.ackers, n, d.version)
+	return nil
+}

@@ -1,0 +1,124 @@
+package actors
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acktor/acktor/cluster/ring"
+)
+
+// TestDirectoryFollowsTheRing: roots go where the paper's ring puts them,
+// and a new acker set moves only the roots on the arcs that changed.
+func TestDirectoryFollowsTheRing(t *testing.T) {
+	d3, d4 := newDirectory(1, 3, ring.DefaultReplicas), newDirectory(2, 4, ring.DefaultReplicas)
+	r := ring.New(ring.DefaultReplicas)
+	for n := range 3 {
+		r.Add(AckerIdentity(n))
+		_ = r.SetState(AckerIdentity(n), ring.Running)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	moved := 0
+	for range 20_000 {
+		id := rng.Uint64()
+		want, _ := r.Locate(id)
+		if got := AckerIdentity(d3.ackerOf(id)); got != want {
+			t.Fatalf("springId %d: directory says %s, ring %s", id, got, want)
+		}
+		if a, b := d3.ackerOf(id), d4.ackerOf(id); a != b {
+			moved++
+			if b != 3 {
+				t.Fatalf("springId %d moved from acker %d to %d, not to the new acker 3", id, a, b)
+			}
+		}
+	}
+	if moved < 20_000/6 || moved > 20_000/3 { // about a quarter move
+		t.Fatalf("%d of 20000 roots moved to the fourth acker", moved)
+	}
+}
+
+// TestSetAckersHandsOver changes the acker count four times while a word
+// count runs: records move with their roots, messages that reach an old
+// owner are passed on, and not one root is failed or replayed.
+func TestSetAckersHandsOver(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	vocab := strings.Fields("a b c d e f g h i j")
+	var lines []string
+	truth := map[string]int64{}
+	for range 60_000 {
+		var ws []string
+		for range 1 + rng.IntN(6) {
+			w := vocab[rng.IntN(len(vocab))]
+			ws = append(ws, w)
+			truth[w]++
+		}
+		lines = append(lines, strings.Join(ws, " "))
+	}
+	w := &words{counts: map[string]int64{}, seed: 9, doneIDs: map[uint64]int{}}
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.MaxPending, cfg.BatchSize, cfg.ReportEvery = 2, 512, 64, time.Millisecond
+	cfg.Timeout = 3 * time.Second // a lost record would replay within the test
+	cfg.Log = quietLog()
+	rt, err := New(w.topology(t, lines, 2), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startMember(t, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	plan := []int{5, 1, 3, 4} // after each fifth of the lines
+	var setErr error
+	st, err := rt.Run(ctx, c, func(p Progress) {
+		if len(plan) > 0 && p.Completed >= uint64(len(lines))*uint64(5-len(plan))/5 {
+			setErr = rt.SetAckers(ctx, c, plan[0])
+			plan = plan[1:]
+		}
+	})
+	if err != nil || setErr != nil {
+		t.Fatal(err, setErr)
+	}
+	if version, n := rt.AckerSet(); version < 4 || n < 3 {
+		t.Fatalf("acker set version %d with %d ackers: the run ended before the plan", version, n)
+	}
+	if st.Completed != uint64(len(lines)) || st.Failed != 0 || st.Replayed != 0 {
+		t.Fatalf("%d of %d lines completed, %d failed, %d replayed", st.Completed, len(lines), st.Failed, st.Replayed)
+	}
+	var handed, adopted, tracked uint64
+	for _, a := range st.Ackers {
+		handed, adopted, tracked = handed+a.HandedOver, adopted+a.Adopted, tracked+a.Tracked
+	}
+	if handed == 0 || adopted == 0 || len(st.Ackers) != 5 || tracked != st.Roots {
+		t.Fatalf("%d records handed over, %d adopted, %d ackers reported, %d tracked of %d roots", handed, adopted, len(st.Ackers), tracked, st.Roots)
+	}
+	for word, n := range truth {
+		if w.counts[word] != n {
+			t.Fatalf("%s counted %d, truth %d", word, w.counts[word], n)
+		}
+	}
+}
+
+func TestSetAckersRejects(t *testing.T) {
+	for _, tc := range []struct {
+		ackers, set int
+		want        string
+	}{
+		{0, 2, "tracking is off"},
+		{2, 0, "want 1..4096"},
+		{2, 5000, "want 1..4096"},
+	} {
+		var b Builder
+		b.Spout("s", 1, nopSource)
+		topo, _ := b.Build()
+		cfg := DefaultConfig()
+		cfg.Ackers, cfg.Log = tc.ackers, quietLog()
+		rt, err := New(topo, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.SetAckers(context.Background(), nil, tc.set); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%d ackers, set %d: %v, want %q", tc.ackers, tc.set, err, tc.want)
+		}
+	}
+}
