@@ -44,6 +44,9 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 			a.env.log.Errorf("%s: panic: %v\n%s", a.id, r, debug.Stack())
 		}
 	}()
+	if m, ok := ctx.Message().(*messages.AckerSet); ok {
+		a.env.learn(m) // a member other than the one that changed the set
+	}
 	if a.l != nil {
 		if d := a.env.dir.Load(); d != a.dir {
 			a.rebalance(d)
@@ -140,7 +143,7 @@ func (a *ackerTask) handover(out map[int]*messages.Handover, r ledger.Record) {
 	o := a.dir.ackerOf(r.SpringID)
 	h := out[o]
 	if h == nil {
-		h = &messages.Handover{}
+		h = &messages.Handover{Version: a.dir.version}
 		out[o] = h
 	}
 	flags := uint32(0)
@@ -171,9 +174,10 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 		return
 	}
 	var out map[int]*messages.Handover
+	trusted := m.Version > a.dir.version
 	for i, id := range m.SpringIds {
 		r := ledger.Record{SpringID: id, CheckValue: m.CheckValues[i], Task: m.Tasks[i], Init: m.Flags[i]&1 != 0, Failed: m.Flags[i]&2 != 0}
-		if a.dir.ackerOf(id) != a.num {
+		if !trusted && a.dir.ackerOf(id) != a.num {
 			if out == nil {
 				out = map[int]*messages.Handover{}
 			}
@@ -185,6 +189,11 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 	}
 	a.sendHandovers(out)
 }
+
+// A message an acker passes on carries the version of the acker set by
+// which the receiver owns every entry; a receiver that has not learnt that
+// set yet (it lives on another member) takes them all as its own, and hands
+// over what it does not own once it learns the set.
 
 // fwd gathers, per acker, the entries of one message that belong to roots
 // this acker does not own, in a message of the same kind.
@@ -213,9 +222,10 @@ func (a *ackerTask) track(m *messages.Track) {
 		a.drop(fmt.Sprintf("track from task %d with %d springIds and %d inits", m.Task, len(m.SpringIds), len(m.InitXors)))
 		return
 	}
-	f := fwd[*messages.Track]{make: func() *messages.Track { return &messages.Track{Task: m.Task} }}
+	f := fwd[*messages.Track]{make: func() *messages.Track { return &messages.Track{Task: m.Task, Version: a.dir.version} }}
+	trusted := m.Version > a.dir.version
 	for i, id := range m.SpringIds {
-		if o := a.dir.ackerOf(id); o != a.num {
+		if o := a.dir.ackerOf(id); !trusted && o != a.num {
 			t := f.to(o)
 			t.SpringIds, t.InitXors = append(t.SpringIds, id), append(t.InitXors, m.InitXors[i])
 			a.forwarded++
@@ -236,9 +246,10 @@ func (a *ackerTask) ack(m *messages.AckBatch) {
 		a.drop(fmt.Sprintf("ack batch with %d springIds and %d deltas", len(m.SpringIds), len(m.XorDeltas)))
 		return
 	}
-	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{} }}
+	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.version} }}
+	trusted := m.Version > a.dir.version
 	for i, id := range m.SpringIds {
-		if o := a.dir.ackerOf(id); o != a.num {
+		if o := a.dir.ackerOf(id); !trusted && o != a.num {
 			b := f.to(o)
 			b.SpringIds, b.XorDeltas = append(b.SpringIds, id), append(b.XorDeltas, m.XorDeltas[i])
 			a.forwarded++
@@ -255,9 +266,10 @@ func (a *ackerTask) fail(m *messages.FailRoot) {
 	if a.l == nil {
 		return
 	}
-	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot { return &messages.FailRoot{} }}
+	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot { return &messages.FailRoot{Version: a.dir.version} }}
+	trusted := m.Version > a.dir.version
 	for _, id := range m.SpringIds {
-		if o := a.dir.ackerOf(id); o != a.num {
+		if o := a.dir.ackerOf(id); !trusted && o != a.num {
 			b := f.to(o)
 			b.SpringIds = append(b.SpringIds, id)
 			a.forwarded++

@@ -57,7 +57,7 @@ func BenchmarkCounterActor(b *testing.B) {
 	o := CounterOptions{Value: -1, ExactlyOnce: true}
 	rt, _ := counterBenchTopology(b, 1, o)
 	c := startMember(b, rt)
-	task := c.Get("words/0", KindProcessor)
+	task := c.Get("words/0", KindCounter)
 	batches := benchBatches(max(1, b.N/size), size, keys)
 
 	b.ResetTimer()
@@ -83,7 +83,7 @@ func BenchmarkCounterActor(b *testing.B) {
 	for _, m := range batches {
 		c.ActorSystem.Root.Send(task, m)
 	}
-	res, err := c.Request("words/0", KindProcessor, &messages.CounterQuery{})
+	res, err := c.Request("words/0", KindCounter, &messages.CounterQuery{})
 	actorTime := time.Since(start)
 	b.StopTimer()
 	if err != nil {
@@ -129,7 +129,7 @@ func BenchmarkCounterQuery(b *testing.B) {
 		}
 	}
 	for i, s := range shards {
-		c.ActorSystem.Root.Send(c.Get(topo.identity(comp.FirstTask+uint32(i)), KindProcessor), s)
+		c.ActorSystem.Root.Send(c.Get(topo.identity(comp.FirstTask+uint32(i)), KindCounter), s)
 	}
 	ctx := context.Background()
 	q := &messages.CounterQuery{Top: 10}

@@ -52,6 +52,24 @@ func (d *directory) ackerOf(springID uint64) int {
 	return int(d.num[i])
 }
 
+// learn takes up an acker set announced by another member, if it is newer
+// than this member's.
+func (e *env) learn(m *messages.AckerSet) {
+	if m.Ackers == 0 || m.Ackers > maxAckers || m.Replicas > ring.MaxReplicas {
+		e.log.Errorf("acker set version %d: %d ackers of %d replicas, ignored", m.Version, m.Ackers, m.Replicas)
+		return
+	}
+	e.setMu.Lock()
+	defer e.setMu.Unlock()
+	if m.Version <= e.dir.Load().version {
+		return
+	}
+	e.dir.Store(newDirectory(m.Version, int(m.Ackers), int(m.Replicas)))
+	if e.maxAckers.Load() < int32(m.Ackers) {
+		e.maxAckers.Store(int32(m.Ackers))
+	}
+}
+
 // AckerSet returns the version and size of the current acker set.
 func (rt *Runtime) AckerSet() (version uint64, ackers int) {
 	d := rt.env.dir.Load()
@@ -80,7 +98,7 @@ func (rt *Runtime) SetAckers(ctx context.Context, c *cluster.Cluster, n int) err
 	}
 	d := newDirectory(old.version+1, n, old.replicas)
 	e.dir.Store(d)
-	for e.maxAckers.Load() < int32(n) {
+	if e.maxAckers.Load() < int32(n) {
 		e.maxAckers.Store(int32(n))
 	}
 	// Wake every acker that owned or now owns roots: an idle one would

@@ -70,8 +70,8 @@ type flushAcks struct{}
 
 func (p *processorTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	task, err := p.env.topo.taskOf(m.Identity.Identity)
-	if err != nil || p.env.topo.tasks[task].Spout {
-		p.env.log.Errorf("processor: activated as %q, which is no processor task", m.Identity.Identity)
+	if err != nil || p.env.topo.kindOf(task) != m.Identity.Kind {
+		p.env.log.Errorf("processor: activated as %s %q, which is no task of that kind", m.Identity.Kind, m.Identity.Identity)
 		return
 	}
 	p.task, p.info = task, p.env.topo.taskInfo(task)
@@ -179,7 +179,7 @@ func (p *processorTask) drain(m *messages.Drain) {
 }
 
 func (p *processorTask) sendTuples(target uint32, b *messages.TupleBatch) {
-	if pid := p.res.get(KindProcessor, p.env.topo.identity(target)); pid != nil {
+	if pid := p.res.get(p.env.topo.kindOf(target), p.env.topo.identity(target)); pid != nil {
 		p.root.Send(pid, b)
 		return
 	}

@@ -24,6 +24,7 @@ import (
 const (
 	KindSpout     = "spout"
 	KindProcessor = "processor"
+	KindCounter   = "counter" // the tasks of counter components
 	KindAcker     = "acker"
 )
 
@@ -198,8 +199,18 @@ func (s logSink) DeadLetter(d DeadLetter) {
 		"attempts": d.Attempts}).Errorf("dead letter: %s", d.Reason)
 }
 
-// Kinds are the cluster kinds to register on every member that hosts tasks.
+// Kinds are the cluster kinds of every task: register them on a member
+// that hosts tasks of every sort, such as the embedded single member.
 func (rt *Runtime) Kinds() []*cluster.Kind {
+	counter := cluster.NewKind(KindCounter, actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: rt.env} }))
+	return append(rt.WorkerKinds(), counter)
+}
+
+// WorkerKinds are the kinds of the stateless tasks (spout tasks, processor
+// tasks, ackers) whose loss a replay repairs: register them on members
+// that may fail. Counter tasks hold the results; register their kind
+// (Kinds) only on the members that must keep them.
+func (rt *Runtime) WorkerKinds() []*cluster.Kind {
 	e := rt.env
 	procProps := actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: e} })
 	if !e.tracking() {
@@ -335,11 +346,7 @@ func (rt *Runtime) stopTasks(c *cluster.Cluster) {
 	e := rt.env
 	var pids []*actor.PID
 	for task := range uint32(e.topo.Tasks()) {
-		kind := KindProcessor
-		if e.topo.tasks[task].Spout {
-			kind = KindSpout
-		}
-		if p := c.Get(e.topo.identity(task), kind); p != nil {
+		if p := c.Get(e.topo.identity(task), e.topo.kindOf(task)); p != nil {
 			pids = append(pids, p)
 		}
 	}
@@ -498,7 +505,7 @@ func (rt *Runtime) Query(ctx context.Context, c *cluster.Cluster, name string, q
 	for i := range comp.Parallel {
 		id := rt.env.topo.identity(comp.FirstTask + uint32(i))
 		go func() {
-			res, err := c.Request(id, KindProcessor, q, cluster.WithTimeout(timeout))
+			res, err := c.Request(id, KindCounter, q, cluster.WithTimeout(timeout))
 			m, ok := res.(*messages.CounterResult)
 			if err == nil && !ok {
 				err = fmt.Errorf("unexpected answer %T", res)

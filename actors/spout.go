@@ -237,7 +237,7 @@ func (s *spoutTask) setDeadline() {
 }
 
 func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
-	if p := s.res.get(KindProcessor, s.env.topo.identity(target)); p != nil {
+	if p := s.res.get(s.env.topo.kindOf(target), s.env.topo.identity(target)); p != nil {
 		s.root.Send(p, b)
 		return
 	}
@@ -393,7 +393,7 @@ func sendDrains(e *env, task uint32, res *resolver, root *actor.RootContext, rep
 	for _, o := range e.topo.tasks[task].outputs {
 		for i := range o.to.Parallel {
 			target := o.to.FirstTask + uint32(i)
-			if p := res.get(KindProcessor, e.topo.identity(target)); p != nil {
+			if p := res.get(e.topo.kindOf(target), e.topo.identity(target)); p != nil {
 				root.Send(p, &messages.Drain{FromTask: task, Reporter: rep})
 			} else {
 				e.log.Errorf("task %d: no member hosts %s to drain", task, e.topo.identity(target))

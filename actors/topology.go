@@ -288,6 +288,17 @@ func (t *Topology) taskInfo(task uint32) TaskInfo {
 	return TaskInfo{Component: c.Name, Index: int(task - c.FirstTask), Task: task, Parallel: c.Parallel}
 }
 
+// kindOf is the cluster kind of a task.
+func (t *Topology) kindOf(task uint32) string {
+	switch c := t.tasks[task]; {
+	case c.Spout:
+		return KindSpout
+	case c.counter:
+		return KindCounter
+	}
+	return KindProcessor
+}
+
 // identity is the virtual actor identity of a task: "<component>/<index>".
 func (t *Topology) identity(task uint32) string {
 	c := t.tasks[task]

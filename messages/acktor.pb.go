@@ -79,6 +79,7 @@ type Track struct {
 	Task          uint32                 `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"` // the spout task to notify
 	SpringIds     []uint64               `protobuf:"fixed64,2,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
 	InitXors      []uint64               `protobuf:"fixed64,3,rep,packed,name=init_xors,json=initXors,proto3" json:"init_xors,omitempty"` // parallel to spring_ids
+	Version       uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`                           // see AckBatch.version
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -134,13 +135,24 @@ func (x *Track) GetInitXors() []uint64 {
 	return nil
 }
 
+func (x *Track) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // AckBatch folds deltas: processor -> acker. For each handled tuple and each
 // root it is anchored to, xor_delta = tupleId ^ (ids of the tuples it emitted
 // anchored to that root), folded per root before sending.
 type AckBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SpringIds     []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
-	XorDeltas     []uint64               `protobuf:"fixed64,2,rep,packed,name=xor_deltas,json=xorDeltas,proto3" json:"xor_deltas,omitempty"` // parallel to spring_ids
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SpringIds []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
+	XorDeltas []uint64               `protobuf:"fixed64,2,rep,packed,name=xor_deltas,json=xorDeltas,proto3" json:"xor_deltas,omitempty"` // parallel to spring_ids
+	// Set by an acker that passes entries on: the acker set version by which
+	// the receiver owns them all. A receiver that does not know that version
+	// yet takes them as its own. 0 (from tasks): the receiver checks.
+	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -189,10 +201,18 @@ func (x *AckBatch) GetXorDeltas() []uint64 {
 	return nil
 }
 
+func (x *AckBatch) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // FailRoot fails roots now: processor -> acker.
 type FailRoot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SpringIds     []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"` // see AckBatch.version
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -232,6 +252,13 @@ func (x *FailRoot) GetSpringIds() []uint64 {
 		return x.SpringIds
 	}
 	return nil
+}
+
+func (x *FailRoot) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // Completed tells a spout task that these roots' trees were fully processed.
@@ -1006,6 +1033,7 @@ type Handover struct {
 	CheckValues   []uint64               `protobuf:"fixed64,2,rep,packed,name=check_values,json=checkValues,proto3" json:"check_values,omitempty"`
 	Tasks         []uint32               `protobuf:"varint,3,rep,packed,name=tasks,proto3" json:"tasks,omitempty"`
 	Flags         []uint32               `protobuf:"varint,4,rep,packed,name=flags,proto3" json:"flags,omitempty"`
+	Version       uint64                 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"` // see AckBatch.version
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1066,6 +1094,13 @@ func (x *Handover) GetFlags() []uint32 {
 		return x.Flags
 	}
 	return nil
+}
+
+func (x *Handover) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // CounterQuery asks the tasks of a windowed counter component for values
@@ -1284,20 +1319,23 @@ var File_acktor_proto protoreflect.FileDescriptor
 
 const file_acktor_proto_rawDesc = "" +
 	"\n" +
-	"\facktor.proto\x12\x06acktor\"W\n" +
+	"\facktor.proto\x12\x06acktor\"q\n" +
 	"\x05Track\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x02 \x03(\x06R\tspringIds\x12\x1b\n" +
-	"\tinit_xors\x18\x03 \x03(\x06R\binitXors\"H\n" +
+	"\tinit_xors\x18\x03 \x03(\x06R\binitXors\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"b\n" +
 	"\bAckBatch\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x1d\n" +
 	"\n" +
-	"xor_deltas\x18\x02 \x03(\x06R\txorDeltas\")\n" +
+	"xor_deltas\x18\x02 \x03(\x06R\txorDeltas\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\"C\n" +
 	"\bFailRoot\x12\x1d\n" +
 	"\n" +
-	"spring_ids\x18\x01 \x03(\x06R\tspringIds\"*\n" +
+	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"*\n" +
 	"\tCompleted\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\"S\n" +
@@ -1366,13 +1404,14 @@ const file_acktor_proto_rawDesc = "" +
 	"\bAckerSet\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x16\n" +
 	"\x06ackers\x18\x02 \x01(\rR\x06ackers\x12\x1a\n" +
-	"\breplicas\x18\x03 \x01(\rR\breplicas\"x\n" +
+	"\breplicas\x18\x03 \x01(\rR\breplicas\"\x92\x01\n" +
 	"\bHandover\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12!\n" +
 	"\fcheck_values\x18\x02 \x03(\x06R\vcheckValues\x12\x14\n" +
 	"\x05tasks\x18\x03 \x03(\rR\x05tasks\x12\x14\n" +
-	"\x05flags\x18\x04 \x03(\rR\x05flags\"]\n" +
+	"\x05flags\x18\x04 \x03(\rR\x05flags\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x04R\aversion\"]\n" +
 	"\fCounterQuery\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x10\n" +
 	"\x03top\x18\x02 \x01(\rR\x03top\x12\x15\n" +

@@ -1,0 +1,160 @@
+package actors
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/acktor/acktor/actors/source"
+)
+
+// member is one in-process cluster member with its own runtime.
+type member struct {
+	rt *Runtime
+	c  *cluster.Cluster
+}
+
+// startMembers starts n members on one in-memory agent, each with a runtime
+// of its own over build(); member 0 hosts every kind (it keeps the
+// counters), the others the worker kinds.
+func startMembers(t *testing.T, n int, cfg Config, build func() *Topology) (*test.InMemAgent, []member) {
+	t.Helper()
+	agent := test.NewInMemAgent()
+	ms := make([]member, n)
+	var wg sync.WaitGroup
+	for i := range ms {
+		rt, err := New(build(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := rt.WorkerKinds()
+		if i == 0 {
+			kinds = rt.Kinds()
+		}
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.NewTextHandler(io.Discard, nil))
+		}))
+		c := cluster.New(sys, cluster.Configure("m", test.NewTestProvider(agent), disthash.New(),
+			remote.Configure("127.0.0.1", 0), cluster.WithKinds(kinds...)))
+		ms[i] = member{rt, c}
+		wg.Add(1)
+		go func() { defer wg.Done(); c.StartMember() }()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, m := range ms {
+			wg.Add(1)
+			go func() { defer wg.Done(); m.c.Shutdown(false) }()
+		}
+		wg.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for _, m := range ms {
+		for m.c.MemberList.Members().Len() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("members did not see each other")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return agent, ms
+}
+
+// memberWordCount is lines -> split -> a counter component of 4 tasks.
+func memberWordCount(lines []string) func() *Topology {
+	return func() *Topology {
+		var b Builder
+		var mu sync.Mutex
+		b.Spout("lines", 3, func(task, tasks int) (source.Source, error) {
+			var mine []string
+			for i := task; i < len(lines); i += tasks {
+				mine = append(mine, lines[i])
+			}
+			return &memSource{lines: mine, mu: &mu, done: map[uint64]int{}}, nil
+		})
+		b.Processor("split", 4, func(TaskInfo) (Processor, error) {
+			return procFunc(func(t *Tuple, c *Collector) {
+				for _, w := range strings.Fields(t.Values()[0]) {
+					_ = c.Emit([]*Tuple{t}, w)
+				}
+				c.Ack(t)
+			}), nil
+		}).Shuffle("lines")
+		b.Counter("count", 4, CounterOptions{Value: -1}, nil).Fields("split", 0)
+		topo, err := b.Build()
+		if err != nil {
+			panic(err)
+		}
+		return topo
+	}
+}
+
+func randomLines(seed uint64, n int) ([]string, map[string]int64) {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	vocab := strings.Fields("alpha beta gamma delta eps zeta eta theta iota kappa")
+	truth := map[string]int64{}
+	lines := make([]string, n)
+	for i := range lines {
+		var ws []string
+		for range 1 + rng.IntN(6) {
+			w := vocab[rng.IntN(len(vocab))]
+			ws = append(ws, w)
+			truth[w]++
+		}
+		lines[i] = strings.Join(ws, " ")
+	}
+	return lines, truth
+}
+
+// TestThreeMembers runs a word count over three members: tasks and ackers
+// spread over all of them, messages cross members as protobuf, the counters
+// stay on member 0, and the counts are exact.
+func TestThreeMembers(t *testing.T) {
+	lines, truth := randomLines(4, 20_000)
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.Log = 4, quietLog()
+	_, ms := startMembers(t, 3, cfg, memberWordCount(lines))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := ms[0].rt.Run(ctx, ms[0].c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Completed != uint64(len(lines)) || st.Replayed != 0 {
+		t.Fatalf("%d of %d lines completed, %d replayed", st.Completed, len(lines), st.Replayed)
+	}
+	got := map[string]int64{}
+	for _, e := range st.Counters["count"].Top {
+		got[e.Key] = int64(e.Count)
+	}
+	for w, n := range truth {
+		if got[w] != n {
+			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
+		}
+	}
+	hosts := map[string]int{}
+	topo := ms[0].rt.env.topo
+	for task := range uint32(topo.Tasks()) {
+		if p := ms[0].c.Get(topo.identity(task), topo.kindOf(task)); p != nil {
+			hosts[p.Address]++
+			if topo.kindOf(task) == KindCounter && p.Address != ms[0].c.ActorSystem.Address() {
+				t.Errorf("counter task %s placed on %s, not on member 0", topo.identity(task), p.Address)
+			}
+		}
+	}
+	if len(hosts) != 3 {
+		t.Errorf("tasks placed on %d members: %v", len(hosts), hosts)
+	}
+}
