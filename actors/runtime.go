@@ -277,19 +277,19 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	defer e.reporter.Store(nil)
 	defer rt.stopTasks(c) // their timers and sources go with them
 
-	for _, comp := range e.topo.Components {
-		if !comp.Spout {
-			continue
-		}
-		for i := range comp.Parallel {
-			task := comp.FirstTask + uint32(i)
-			p := c.Get(e.topo.identity(task), KindSpout)
-			if p == nil {
-				return nil, fmt.Errorf("run: no member hosts spout task %s", e.topo.identity(task))
-			}
-			root.Send(p, &messages.StartSpout{Reporter: &messages.Pid{Address: pid.Address, Id: pid.Id}})
-		}
+	rpid := &messages.Pid{Address: pid.Address, Id: pid.Id}
+	if err := rt.startSpouts(c, rep, rpid); err != nil {
+		return nil, err
 	}
+	// A member that leaves takes its tasks' state along; repair it.
+	var lostAt atomic.Int64
+	sub := c.ActorSystem.EventStream.Subscribe(func(evt any) {
+		if t, ok := evt.(*cluster.ClusterTopology); ok && len(t.Left) > 0 {
+			lostAt.Store(time.Now().UnixNano())
+			e.log.Warnf("run: %d member(s) left; restarting their spout tasks and re-sending drains", len(t.Left))
+		}
+	})
+	defer c.ActorSystem.EventStream.Unsubscribe(sub)
 	tick := time.NewTicker(e.cfg.ReportEvery)
 	defer tick.Stop()
 	for done := false; !done; {
@@ -299,6 +299,9 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 		case <-rep.allDone:
 			done = true
 		case <-tick.C:
+			if l := lostAt.Load(); l != 0 && time.Since(time.Unix(0, l)) < e.cfg.spoutDeadline()+5*time.Second {
+				rt.resume(c, rep, rpid)
+			}
 		}
 		if err := rep.err(); err != nil {
 			return nil, fmt.Errorf("run: %w", err)
@@ -338,6 +341,42 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 		st.Counters[comp.Name] = res
 	}
 	return st, nil
+}
+
+// startSpouts sends StartSpout to every spout task not done yet: at the
+// start, and again after a member left (a started task ignores it; one
+// that died with its member starts afresh elsewhere and re-reads its
+// source, so its roots are processed at least once).
+func (rt *Runtime) startSpouts(c *cluster.Cluster, rep *reporter, reporter *messages.Pid) error {
+	e := rt.env
+	for task := range uint32(e.topo.Tasks()) {
+		if !e.topo.tasks[task].Spout || rep.isDone(task) {
+			continue
+		}
+		p := c.Get(e.topo.identity(task), KindSpout)
+		if p == nil {
+			return fmt.Errorf("run: no member hosts spout task %s", e.topo.identity(task))
+		}
+		c.ActorSystem.Root.Send(p, &messages.StartSpout{Reporter: reporter})
+	}
+	return nil
+}
+
+// resume repairs what a member took along when it left: spout tasks start
+// again, and every task that is done drains its downstream tasks again (a
+// task that restarted lost the drains it had; the others ignore repeats).
+func (rt *Runtime) resume(c *cluster.Cluster, rep *reporter, reporter *messages.Pid) {
+	e := rt.env
+	if err := rt.startSpouts(c, rep, reporter); err != nil {
+		e.log.WithError(err).Warn("run: restarting spout tasks")
+	}
+	var res resolver
+	res.c, res.watch = c, func(*actor.PID) {}
+	for task := range uint32(e.topo.Tasks()) {
+		if rep.isDone(task) {
+			sendDrains(e, task, &res, c.ActorSystem.Root, pidOf(reporter))
+		}
+	}
 }
 
 // stopTasks stops every task and acker of the topology hosted on this
@@ -397,6 +436,13 @@ func (r *reporter) receive(ctx actor.Context) {
 			close(r.allDone)
 		}
 	}
+}
+
+func (r *reporter) isDone(task uint32) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.tasks[task]
+	return t != nil && t.Done
 }
 
 func (r *reporter) err() error {
