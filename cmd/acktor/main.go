@@ -1,5 +1,6 @@
 // Command acktor is the one binary: the word count of the paper's
-// experiment 4 today; node, ackers, status, query and bench as they land.
+// experiment 4, cluster nodes and benchmarks; ackers, status and query as
+// they land.
 package main
 
 import (
@@ -71,5 +72,6 @@ func newRoot() (root *cobra.Command, finish func()) {
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the command to this file")
 	root.AddCommand(newWordcount(log))
 	root.AddCommand(newBench(log))
+	root.AddCommand(newNode(log))
 	return root, func() { stopProfile() }
 }

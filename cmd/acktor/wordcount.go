@@ -11,8 +11,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -136,71 +138,102 @@ func windowOf(f wordcountFlags) (window.Config, error) {
 }
 
 func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) error {
+	job, err := newWordcountJob(f, log, true)
+	if err != nil {
+		return err
+	}
+	defer job.close()
+	node, err := cluster.StartEmbedded("acktor-wordcount", job.rt.Kinds(), log)
+	if err != nil {
+		return err
+	}
+	defer node.Stop()
+	return job.run(ctx, node.Cluster)
+}
+
+// wordcountJob is a word count ready to run on a cluster member: the
+// embedded one, or a node of a multi-machine cluster.
+type wordcountJob struct {
+	f        wordcountFlags
+	win      window.Config
+	rt       *actors.Runtime
+	dead     *deadLetters
+	out      io.Writer
+	closeOut func()
+}
+
+// newWordcountJob checks the flags and builds the topology and runtime; a
+// driver (the member that runs the job and writes its results) also opens
+// the output and checks the stats file can be written, before the run.
+func newWordcountJob(f wordcountFlags, log *logrus.Logger, driver bool) (*wordcountJob, error) {
 	switch f.progress {
 	case "auto", "bar", "log", "none":
 	default:
-		return flagError(fmt.Errorf("--progress %q: want auto, bar, log or none", f.progress))
+		return nil, flagError(fmt.Errorf("--progress %q: want auto, bar, log or none", f.progress))
 	}
 	win, err := windowOf(f)
 	if err != nil {
-		return flagError(err)
+		return nil, flagError(err)
 	}
 	src, err := sourceFor(f)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	topo, err := wordcount.Build(src, wordcount.Options{Spouts: f.spouts, Splitters: f.splitters,
 		Counters: f.counters, FailRate: f.failRate, DropRate: f.dropRate, Seed: f.seed,
 		Window: win, ExactlyOnce: f.exactlyOnce})
 	if err != nil {
-		return flagError(err)
+		return nil, flagError(err)
 	}
-	dead := &deadLetters{}
+	j := &wordcountJob{f: f, win: win, dead: &deadLetters{}, closeOut: func() {}}
 	cfg := actors.DefaultConfig()
 	cfg.Ackers, cfg.MaxPending, cfg.Timeout, cfg.MaxReplays = f.ackers, f.maxPending, f.timeout, f.maxReplays
-	cfg.BatchSize, cfg.AckDelay, cfg.Seed, cfg.Log, cfg.DeadLetters = f.batch, f.ackDelay, f.seed, log, dead
-	rt, err := actors.New(topo, cfg)
-	if err != nil {
-		return flagError(err)
+	cfg.BatchSize, cfg.AckDelay, cfg.Seed, cfg.Log, cfg.DeadLetters = f.batch, f.ackDelay, f.seed, log, j.dead
+	if j.rt, err = actors.New(topo, cfg); err != nil {
+		return nil, flagError(err)
 	}
-	out, closeOut, err := openOutput(f.output)
-	if err != nil {
-		return err
+	if !driver {
+		return j, nil
 	}
-	defer closeOut()
+	if j.out, j.closeOut, err = openOutput(f.output); err != nil {
+		return nil, err
+	}
 	if f.stats != "" { // find out now, not after the run, that it cannot be written
 		fh, err := os.OpenFile(f.stats, os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
-			return fmt.Errorf("--stats: %w", err)
+			j.closeOut()
+			return nil, fmt.Errorf("--stats: %w", err)
 		}
 		_ = fh.Close()
 	}
+	return j, nil
+}
 
-	node, err := cluster.StartEmbedded("acktor-wordcount", rt.Kinds(), log)
-	if err != nil {
-		return err
-	}
-	defer node.Stop()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+func (j *wordcountJob) close() { j.closeOut() }
+
+// run runs the job from this member, writes the counts and the stats, and
+// says whether every line finished.
+func (j *wordcountJob) run(ctx context.Context, c *pcluster.Cluster) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	show := newProgress(f.progress)
-	st, err := rt.Run(ctx, node.Cluster, show.update)
+	show := newProgress(j.f.progress)
+	st, err := j.rt.Run(ctx, c, show.update)
 	show.end()
 	if err != nil {
 		return &exitError{code: 1, msg: err.Error()}
 	}
-	if err := writeCounts(out, wordcount.Counts(st)); err != nil {
+	if err := writeCounts(j.out, wordcount.Counts(st)); err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
-	if f.stats != "" {
-		if err := writeStats(f.stats, st, win); err != nil {
+	if j.f.stats != "" {
+		if err := writeStats(j.f.stats, st, j.win); err != nil {
 			return fmt.Errorf("--stats: %w", err)
 		}
 	}
 	switch {
 	case st.DeadLettered > 0:
 		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d lines dead-lettered (first: %s)",
-			st.DeadLettered, st.Roots, dead.first())}
+			st.DeadLettered, st.Roots, j.dead.first())}
 	case st.Completed != st.Roots:
 		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d lines finished", st.Completed, st.Roots)}
 	}

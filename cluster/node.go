@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/labstack/echo"
+	"github.com/sirupsen/logrus"
+)
+
+// Config is one member's place in a multi-machine cluster.
+type Config struct {
+	// Name is the cluster's name: members with the same name and provider
+	// form one cluster.
+	Name string `yaml:"name"`
+	// Host and Port are where the member's remote endpoint listens (Port 0:
+	// any free port); AdvertisedHost, if set, is the address other members
+	// dial instead of Host.
+	Host           string `yaml:"host"`
+	Port           int    `yaml:"port"`
+	AdvertisedHost string `yaml:"advertised_host"`
+	// Provider finds the other members: "automanaged" (a static list of
+	// peers that check each other's health over HTTP; for development).
+	Provider    string            `yaml:"provider"`
+	Automanaged AutomanagedConfig `yaml:"automanaged"`
+}
+
+// AutomanagedConfig configures the automanaged provider.
+type AutomanagedConfig struct {
+	// Port is this member's health endpoint, on Config.Host.
+	Port int `yaml:"port"`
+	// Peers are every member's health endpoint, host:port, this one's too.
+	Peers []string `yaml:"peers"`
+	// Refresh is how often peers are checked; a member that does not answer
+	// leaves the cluster.
+	Refresh time.Duration `yaml:"refresh"`
+}
+
+// DefaultConfig binds everything to 127.0.0.1.
+func DefaultConfig() Config {
+	return Config{Name: "acktor", Host: "127.0.0.1", Provider: "automanaged",
+		Automanaged: AutomanagedConfig{Port: 6330, Peers: []string{"127.0.0.1:6330"}, Refresh: time.Second}}
+}
+
+// Validate names the first field in error, as the config file spells it.
+func (c Config) Validate() error {
+	switch {
+	case c.Name == "":
+		return errors.New("cluster.name: empty")
+	case net.ParseIP(c.Host) == nil && c.Host != "localhost":
+		return fmt.Errorf("cluster.host %q: want an IP address or localhost", c.Host)
+	case c.Port < 0 || c.Port > 65535:
+		return fmt.Errorf("cluster.port %d: want 0..65535 (0: any free port)", c.Port)
+	case c.Provider != "automanaged":
+		return fmt.Errorf("cluster.provider %q: want automanaged", c.Provider)
+	case c.Automanaged.Port < 1 || c.Automanaged.Port > 65535:
+		return fmt.Errorf("cluster.automanaged.port %d: want 1..65535", c.Automanaged.Port)
+	case len(c.Automanaged.Peers) == 0:
+		return errors.New("cluster.automanaged.peers: empty; list every member's host:port, this one's too")
+	case c.Automanaged.Refresh < 100*time.Millisecond:
+		return fmt.Errorf("cluster.automanaged.refresh %v: want >= 100ms", c.Automanaged.Refresh)
+	}
+	for _, p := range c.Automanaged.Peers {
+		if _, port, err := net.SplitHostPort(p); err != nil || port == "" {
+			return fmt.Errorf("cluster.automanaged.peers: %q: want host:port", p)
+		}
+	}
+	return nil
+}
+
+// StartNode joins (or founds) the cluster cfg describes as a member hosting
+// kinds. Proto.Actor logs through log.
+func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (n *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// The library's automanaged provider serves its health check on every
+	// interface; give it a listener on cfg.Host instead.
+	l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Automanaged.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("cluster.automanaged.port: %w", err)
+	}
+	health := echo.New()
+	health.HideBanner, health.HidePort, health.Listener = true, true, l
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return NewSlogLogger(log)
+	}))
+	provider := automanaged.NewWithTesting(cfg.Automanaged.Refresh, cfg.Automanaged.Port, health, cfg.Automanaged.Peers...)
+	ropts := []remote.ConfigOption{}
+	if cfg.AdvertisedHost != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(cfg.AdvertisedHost))
+	}
+	rcfg := remote.Configure(cfg.Host, cfg.Port, ropts...)
+	// Each retry to reach a dead member waits 2 s; the default 5 held a
+	// leaving member up to 10 s after its run had ended.
+	rcfg.MaxRetryCount = 2
+	pcfg := pcluster.Configure(cfg.Name, provider, disthash.New(), rcfg,
+		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(10*time.Second))
+	c := pcluster.New(sys, pcfg)
+	var names []string
+	for _, k := range kinds {
+		names = append(names, k.Kind)
+	}
+	health.GET("/_health", func(ctx echo.Context) error {
+		host, port, err := sys.GetHostPort()
+		if err != nil {
+			return ctx.JSON(http.StatusServiceUnavailable, err.Error())
+		}
+		return ctx.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, sys.ID, host, port, cfg.Automanaged.Port, names))
+	})
+	defer func() { // StartMember panics on a busy port or a provider error
+		if r := recover(); r != nil {
+			_ = l.Close()
+			err = fmt.Errorf("cluster: starting member: %v", r)
+		}
+	}()
+	c.StartMember()
+	return &Node{System: sys, Cluster: c}, nil
+}
+
+// Leave leaves the cluster gracefully: the other members learn of it at
+// once rather than after a failed health check.
+func (n *Node) Leave() {
+	n.Cluster.Shutdown(true)
+}
