@@ -159,8 +159,41 @@ func (e *env) now() time.Time {
 
 // Runtime runs one topology on a Proto.Actor cluster, once.
 type Runtime struct {
-	env *env
-	ran atomic.Bool
+	env   *env
+	ran   atomic.Bool
+	run   atomic.Pointer[reporter] // the run under way, for Progress
+	start time.Time
+}
+
+// Progress is the progress of the run this runtime drives, and false
+// before Run was called.
+func (rt *Runtime) Progress() (Progress, bool) {
+	rep := rt.run.Load()
+	if rep == nil {
+		return Progress{}, false
+	}
+	p := rep.progress()
+	p.Elapsed = time.Since(rt.start)
+	return p, true
+}
+
+// Ackers asks every acker there has been for its counters.
+func (rt *Runtime) Ackers(c *cluster.Cluster) ([]AckerStats, error) {
+	var out []AckerStats
+	for n := range int(rt.env.maxAckers.Load()) {
+		res, err := c.Request(AckerIdentity(n), KindAcker, &messages.AckerStatsRequest{})
+		if err != nil {
+			return nil, fmt.Errorf("stats of %s: %w", AckerIdentity(n), err)
+		}
+		a, ok := res.(*messages.AckerStats)
+		if !ok {
+			return nil, fmt.Errorf("stats of %s: unexpected %T", AckerIdentity(n), res)
+		}
+		out = append(out, AckerStats{ID: a.Id, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
+			Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
+			HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded})
+	}
+	return out, nil
 }
 
 // New checks cfg and makes a runtime for topo.
@@ -240,6 +273,7 @@ type Progress struct {
 type AckerStats struct {
 	ID           string `json:"id"`
 	Tracked      uint64 `json:"tracked"`
+	InFlight     uint64 `json:"in_flight"`
 	PeakInFlight uint64 `json:"peak_in_flight"`
 	Completed    uint64 `json:"completed"`
 	Failed       uint64 `json:"failed"`
@@ -270,6 +304,8 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	e := rt.env
 	start := time.Now()
 	rep := newReporter(e.topo.Tasks())
+	rt.start = start
+	rt.run.Store(rep)
 	root := c.ActorSystem.Root
 	pid := root.Spawn(actor.PropsFromFunc(rep.receive))
 	defer root.Stop(pid)
@@ -314,19 +350,11 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	}
 	st := &RunStats{Progress: rep.progress()}
 	st.Elapsed = time.Since(start)
-	for n := range int(e.maxAckers.Load()) {
-		res, err := c.Request(AckerIdentity(n), KindAcker, &messages.AckerStatsRequest{})
-		if err != nil {
-			return nil, fmt.Errorf("run: stats of %s: %w", AckerIdentity(n), err)
-		}
-		a, ok := res.(*messages.AckerStats)
-		if !ok {
-			return nil, fmt.Errorf("run: stats of %s: unexpected %T", AckerIdentity(n), res)
-		}
-		st.Ackers = append(st.Ackers, AckerStats{ID: a.Id, Tracked: a.Tracked, PeakInFlight: a.PeakInFlight,
-			Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
-			HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded})
+	ackers, err := rt.Ackers(c)
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
 	}
+	st.Ackers = ackers
 	for _, comp := range e.topo.Components {
 		if !comp.counter {
 			continue

@@ -34,13 +34,13 @@ func (l Limits) Validate() error {
 
 // Value is a key's aggregate over the window.
 type Value struct {
-	Count uint64 // updates
-	Sum   int64  // sum of their values, exact modulo 2^64
+	Count uint64 `json:"count"` // updates
+	Sum   int64  `json:"sum"`   // sum of their values, exact modulo 2^64
 }
 
 // Entry is a key and its window value, as TopK returns them.
 type Entry struct {
-	Key string
+	Key string `json:"key"`
 	Value
 }
 

@@ -1,6 +1,6 @@
 // Command acktor is the one binary: the word count of the paper's
-// experiment 4, cluster nodes and benchmarks; ackers, status and query as
-// they land.
+// experiment 4, cluster nodes, their status and acker count, and
+// benchmarks.
 package main
 
 import (
@@ -73,5 +73,7 @@ func newRoot() (root *cobra.Command, finish func()) {
 	root.AddCommand(newWordcount(log))
 	root.AddCommand(newBench(log))
 	root.AddCommand(newNode(log))
+	root.AddCommand(newStatus())
+	root.AddCommand(newAckers())
 	return root, func() { stopProfile() }
 }

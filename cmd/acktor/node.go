@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/acktor/acktor/cluster"
+	"github.com/acktor/acktor/gateway"
 )
 
 // nodeConfig is the file `acktor node --config` reads.
@@ -24,6 +26,7 @@ type nodeConfig struct {
 	Cluster cluster.Config `yaml:"cluster"`
 	Tracker trackerConfig  `yaml:"tracker"`
 	Job     jobConfig      `yaml:"job"`
+	Gateway gateway.Config `yaml:"gateway"`
 }
 
 // trackerConfig is the runtime's side of the file.
@@ -97,6 +100,13 @@ func (c nodeConfig) validate() error {
 		return fmt.Errorf("job.members %d: want >= 1", c.Job.Members)
 	case c.Tracker.WaitMembers <= 0:
 		return fmt.Errorf("tracker.wait_members %v: want > 0", c.Tracker.WaitMembers)
+	case c.Gateway.Address != "":
+		if _, _, err := net.SplitHostPort(c.Gateway.Address); err != nil {
+			return fmt.Errorf("gateway.address %q: want host:port", c.Gateway.Address)
+		}
+	}
+	if _, err := c.Gateway.Secret(os.Getenv); err != nil {
+		return err
 	}
 	return nil
 }
@@ -157,9 +167,26 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 	}
 	defer node.Leave()
 	log.Infof("node: member %s at %s of cluster %q", node.System.ID, node.System.Address(), cfg.Cluster.Name)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if cfg.Gateway.Address != "" {
+		token, _ := cfg.Gateway.Secret(os.Getenv) // checked by validate
+		if !cfg.Job.Driver {
+			token = "" // the acker set changes where the run is driven
+		}
+		l, err := net.Listen("tcp", cfg.Gateway.Address)
+		if err != nil {
+			return fmt.Errorf("gateway.address: %w", err)
+		}
+		gctx, stopGateway := context.WithCancel(ctx)
+		defer stopGateway()
+		go func() {
+			if err := gateway.New(job.rt, node.Cluster, token, log).ServeListener(gctx, l); err != nil {
+				log.WithError(err).Error("node: gateway stopped")
+			}
+		}()
+	}
 	if !cfg.Job.Driver {
-		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-		defer stop()
 		<-ctx.Done()
 		log.Info("node: leaving")
 		return nil

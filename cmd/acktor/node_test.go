@@ -2,10 +2,10 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -50,18 +50,21 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 // writeNodeConfigs writes one config per member of a 3-member cluster;
-// member 0 drives the word count of input.
-func writeNodeConfigs(t *testing.T, dir, input string) []string {
-	ports := freePorts(t, 3)
+// member 0 drives the word count of input. It returns the config paths and
+// the members' remote addresses.
+func writeNodeConfigs(t *testing.T, dir, input, timeout, driverExtra string) (paths, addrs []string) {
+	all := freePorts(t, 6)
+	ports, remotes := all[:3], all[3:]
 	var peers []string
 	for _, p := range ports {
 		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", p))
 	}
-	var paths []string
 	for i, p := range ports {
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", remotes[i]))
 		cfg := fmt.Sprintf(`cluster:
   name: failover
   host: 127.0.0.1
+  port: %d
   provider: automanaged
   automanaged:
     port: %d
@@ -69,7 +72,7 @@ func writeNodeConfigs(t *testing.T, dir, input string) []string {
     refresh: 500ms
 tracker:
   ackers: 3
-  timeout: 2s
+  timeout: %s
   max_pending: 1024
   max_replays: 30
   progress: log
@@ -83,14 +86,17 @@ job:
   spouts: 3
   splitters: 3
   counters: 2
-`, p, strings.Join(peers, ", "), i == 0, input, filepath.Join(dir, "out.tsv"), filepath.Join(dir, "stats.json"))
+`, remotes[i], p, strings.Join(peers, ", "), timeout, i == 0, input, filepath.Join(dir, "out.tsv"), filepath.Join(dir, "stats.json"))
+		if i == 0 {
+			cfg += driverExtra
+		}
 		path := filepath.Join(dir, fmt.Sprintf("node%d.yaml", i))
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		paths = append(paths, path)
 	}
-	return paths
+	return paths, addrs
 }
 
 // startNode starts `acktor node --config path` as a process of its own.
@@ -121,11 +127,69 @@ func TestNodeKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
+	const lines = 1_000_000
 	dir := t.TempDir()
+	input, truth := writeInput(t, dir, lines)
+	gw := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	paths, addrs := writeNodeConfigs(t, dir, input, "2s", "gateway:\n  address: "+gw+"\n")
+	workers := map[string]*exec.Cmd{}
+	for i := 1; i < 3; i++ {
+		workers[addrs[i]], _ = startNode(t, paths[i])
+	}
+	driver, stderr := startDriver(t, paths[0])
+	var tail []string
+	sc := bufio.NewScanner(stderr)
+	tail = untilProgress(sc, tail)
+	// Kill the worker that hosts the most ackers: its records are lost.
+	var out strings.Builder
+	status, finish := newRoot()
+	status.SetArgs([]string{"status", "--gateway", "http://" + gw, "--json"})
+	status.SetOut(&out)
+	err := status.Execute()
+	finish()
+	var gs struct {
+		Ackers []struct{ Member string }
+	}
+	if err != nil || json.Unmarshal([]byte(out.String()), &gs) != nil {
+		t.Fatalf("status: %v\n%s", err, out.String())
+	}
+	hosted := map[string]int{}
+	victimAddr := addrs[1]
+	for _, a := range gs.Ackers {
+		if hosted[a.Member]++; workers[a.Member] != nil && hosted[a.Member] > hosted[victimAddr] {
+			victimAddr = a.Member
+		}
+	}
+	victim := workers[victimAddr]
+	killedAt := time.Now()
+	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		tail = append(tail, sc.Text())
+	}
+	if err := driver.Wait(); err != nil {
+		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
+	}
+	t.Logf("the driver exited %v after the kill:\n%s", time.Since(killedAt).Round(time.Millisecond), strings.Join(tail, "\n"))
+
+	st, b := readNodeStats(t, dir)
+	if st.Completed != st.Roots || st.Roots < lines || st.DeadLettered != 0 || (hosted[victimAddr] > 0 && st.Replayed == 0) {
+		t.Fatalf("killed %s hosting %d ackers; stats: %s", victimAddr, hosted[victimAddr], b)
+	}
+	for w, n := range truth {
+		if got := readCounts(t, dir)[w]; got < n {
+			t.Fatalf("%s counted %d, truth %d", w, got, n)
+		}
+	}
+	t.Logf("stats: roots %d, replayed %d", st.Roots, st.Replayed)
+}
+
+// writeInput writes lines of random words and returns the truth.
+func writeInput(t *testing.T, dir string, lines int) (string, map[string]int64) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	var text strings.Builder
 	truth := map[string]int64{}
-	const lines = 400_000
 	for range lines {
 		for i := range 1 + rng.IntN(6) {
 			w := "w" + strconv.Itoa(rng.IntN(300))
@@ -141,14 +205,14 @@ func TestNodeKilled(t *testing.T) {
 	if err := os.WriteFile(input, []byte(text.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	paths := writeNodeConfigs(t, dir, input)
-	startNode(t, paths[1])
-	victim, _ := startNode(t, paths[2])
+	return input, truth
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	driver := exec.CommandContext(ctx, os.Args[0], "node", "--config", paths[0])
-	driver.Env = append(os.Environ(), asMain+"=1")
+// startDriver starts the driver node; its stderr carries the progress.
+func startDriver(t *testing.T, path string, env ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	driver := exec.Command(os.Args[0], "node", "--config", path)
+	driver.Env = append(append(os.Environ(), asMain+"=1"), env...)
 	stderr, err := driver.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -156,32 +220,36 @@ func TestNodeKilled(t *testing.T) {
 	if err := driver.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var tail []string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() { // the first progress line: the run is under way
+	t.Cleanup(func() { _ = driver.Process.Kill() })
+	return driver, stderr
+}
+
+// untilProgress reads the driver's stderr up to its first progress line:
+// the run is under way.
+func untilProgress(sc *bufio.Scanner, tail []string) []string {
+	for sc.Scan() {
 		tail = append(tail, sc.Text())
 		if strings.Contains(sc.Text(), "progress:") {
 			break
 		}
 	}
-	killedAt := time.Now()
-	if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	for sc.Scan() {
-		tail = append(tail, sc.Text())
-	}
-	if err := driver.Wait(); err != nil {
-		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
-	}
-	t.Logf("the run finished %v after the kill:\n%s", time.Since(killedAt).Round(time.Millisecond), strings.Join(tail, "\n"))
+	return tail
+}
 
-	var st struct {
-		Roots        uint64 `json:"roots"`
-		Completed    uint64 `json:"completed"`
-		Replayed     uint64 `json:"replayed"`
-		DeadLettered uint64 `json:"dead_lettered"`
-	}
+type nodeStats struct {
+	Roots        uint64 `json:"roots"`
+	Completed    uint64 `json:"completed"`
+	Failed       uint64 `json:"failed"`
+	Replayed     uint64 `json:"replayed"`
+	DeadLettered uint64 `json:"dead_lettered"`
+	Ackers       []struct {
+		HandedOver uint64 `json:"handed_over"`
+		Adopted    uint64 `json:"adopted"`
+	} `json:"ackers"`
+}
+
+func readNodeStats(t *testing.T, dir string) (nodeStats, []byte) {
+	var st nodeStats
 	b, err := os.ReadFile(filepath.Join(dir, "stats.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -189,9 +257,10 @@ func TestNodeKilled(t *testing.T) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Completed != st.Roots || st.Roots < lines || st.DeadLettered != 0 {
-		t.Fatalf("stats: %s", b)
-	}
+	return st, b
+}
+
+func readCounts(t *testing.T, dir string) map[string]int64 {
 	out, err := os.ReadFile(filepath.Join(dir, "out.tsv"))
 	if err != nil {
 		t.Fatal(err)
@@ -201,12 +270,73 @@ func TestNodeKilled(t *testing.T) {
 		w, n, _ := strings.Cut(l, "\t")
 		got[w], _ = strconv.ParseInt(n, 10, 64)
 	}
+	return got
+}
+
+// TestNodeAckersSet changes the acker count of a three-process cluster
+// twice while it runs, through the driver's gateway and the CLI: records
+// move between ackers on different members, and not one line is failed or
+// replayed; acktor status shows the three members.
+func TestNodeAckersSet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	const lines = 1_000_000
+	dir := t.TempDir()
+	input, truth := writeInput(t, dir, lines)
+	gw := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	paths, _ := writeNodeConfigs(t, dir, input, "30s", "gateway:\n  address: "+gw+"\n  token_env: ACKTOR_TEST_TOKEN\n")
+	startNode(t, paths[1])
+	startNode(t, paths[2])
+	driver, stderr := startDriver(t, paths[0], "ACKTOR_TEST_TOKEN=s3cret")
+	sc := bufio.NewScanner(stderr)
+	tail := untilProgress(sc, nil)
+
+	url := "http://" + gw
+	var out strings.Builder
+	status, finish := newRoot()
+	status.SetArgs([]string{"status", "--gateway", url, "--json"})
+	status.SetOut(&out)
+	err := status.Execute()
+	finish()
+	if err != nil || strings.Count(out.String(), `"address"`) != 3 {
+		t.Fatalf("status: %v\n%s", err, out.String())
+	}
+	if err := acktor(t, "ackers", "set", "5", "--gateway", url); err == nil || !strings.Contains(err.Error(), "ACKTOR_TOKEN") {
+		t.Fatalf("ackers set without a token: %v", err)
+	}
+	t.Setenv("ACKTOR_TOKEN", "wrong")
+	if err := acktor(t, "ackers", "set", "5", "--gateway", url); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("ackers set with a wrong token: %v", err)
+	}
+	t.Setenv("ACKTOR_TOKEN", "s3cret")
+	for _, n := range []string{"5", "2"} {
+		if err := acktor(t, "ackers", "set", n, "--gateway", url); err != nil {
+			t.Fatalf("ackers set %s: %v", n, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for sc.Scan() {
+		tail = append(tail, sc.Text())
+	}
+	if err := driver.Wait(); err != nil {
+		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
+	}
+	st, b := readNodeStats(t, dir)
+	var handed uint64
+	for _, a := range st.Ackers {
+		handed += a.HandedOver
+	}
+	if st.Completed != lines || st.Failed != 0 || st.Replayed != 0 || len(st.Ackers) != 5 || handed == 0 {
+		t.Fatalf("stats: %s", b)
+	}
+	got := readCounts(t, dir)
 	for w, n := range truth {
-		if got[w] < n {
+		if got[w] != n {
 			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
 		}
 	}
-	t.Logf("stats: roots %d, replayed %d", st.Roots, st.Replayed)
+	t.Logf("%d records handed over", handed)
 }
 
 func TestNodeConfigErrors(t *testing.T) {

@@ -1,0 +1,294 @@
+// Package gateway is acktor's data access over HTTP: the tracker's status,
+// counter queries and the admin endpoint that changes the acker count.
+// Every response is JSON; errors are {"error": "..."} with a 4xx or 5xx
+// status. It binds to 127.0.0.1 unless configured otherwise.
+package gateway
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/sirupsen/logrus"
+
+	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/window"
+)
+
+// maxBody bounds request bodies; maxKeys and maxTop bound a query.
+const (
+	maxBody = 4 << 10
+	maxKeys = 1000
+	maxTop  = 10_000
+)
+
+// Config is the gateway's part of a node's config.
+type Config struct {
+	// Address is host:port to listen on; empty turns the gateway off.
+	Address string `yaml:"address"`
+	// Token authenticates admin requests (Authorization: Bearer <token>);
+	// with neither it nor TokenEnv set the admin endpoints are off. Never
+	// logged.
+	Token string `yaml:"token"`
+	// TokenEnv names an environment variable to read the token from
+	// instead, so that it need not be in the file.
+	TokenEnv string `yaml:"token_env"`
+}
+
+// Secret is the admin token the config names: Token, or the value of the
+// variable TokenEnv. It fails when TokenEnv names an unset variable.
+func (c Config) Secret(getenv func(string) string) (string, error) {
+	if c.TokenEnv == "" {
+		return c.Token, nil
+	}
+	if c.Token != "" {
+		return "", errors.New("gateway: token and token_env both set; give one")
+	}
+	t := getenv(c.TokenEnv)
+	if t == "" {
+		return "", fmt.Errorf("gateway.token_env: $%s is empty or unset", c.TokenEnv)
+	}
+	return t, nil
+}
+
+// Server serves one runtime's member of the cluster.
+type Server struct {
+	rt    *actors.Runtime
+	c     *pcluster.Cluster
+	token string
+	log   logrus.FieldLogger
+	mux   *http.ServeMux
+}
+
+// New makes a gateway over rt running on c. token may be empty (no admin).
+func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.FieldLogger) *Server {
+	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /api/status", s.status)
+	s.mux.HandleFunc("GET /api/counters/{component}", s.counters)
+	s.mux.HandleFunc("POST /api/admin/ackers", s.setAckers)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// Handler is the gateway's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Serve listens on addr until ctx ends, then shuts down (in-flight requests
+// get a second to finish).
+func (s *Server) Serve(ctx context.Context, addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return s.ServeListener(ctx, l)
+}
+
+// ServeListener is Serve on a listener of the caller's.
+func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	s.log.Infof("gateway: listening on http://%s", l.Addr())
+	select {
+	case err := <-done:
+		return fmt.Errorf("gateway: %w", err)
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+		return nil
+	}
+}
+
+// Status is what GET /api/status answers.
+type Status struct {
+	Members   []Member            `json:"members"`
+	AckerSet  AckerSet            `json:"acker_set"`
+	Ackers    []AckerStatus       `json:"ackers"`
+	Run       *RunStatus          `json:"run,omitempty"` // on the member that drives the run
+	AckerErrs string              `json:"acker_error,omitempty"`
+}
+
+// AckerStatus is one acker's counters and the member that hosts it.
+type AckerStatus struct {
+	actors.AckerStats
+	Member string `json:"member"`
+}
+
+// Member is one cluster member.
+type Member struct {
+	ID      string   `json:"id"`
+	Address string   `json:"address"`
+	Kinds   []string `json:"kinds"`
+}
+
+// AckerSet is the current acker set.
+type AckerSet struct {
+	Version uint64 `json:"version"`
+	Ackers  int    `json:"ackers"`
+}
+
+// RunStatus is a run's progress.
+type RunStatus struct {
+	Roots          uint64  `json:"roots"`
+	Total          int64   `json:"total"`
+	Completed      uint64  `json:"completed"`
+	Failed         uint64  `json:"failed"`
+	TimedOut       uint64  `json:"timed_out"`
+	Replayed       uint64  `json:"replayed"`
+	DeadLettered   uint64  `json:"dead_lettered"`
+	InFlight       uint64  `json:"in_flight"`
+	Tuples         uint64  `json:"tuples"`
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	var st Status
+	for _, m := range s.c.MemberList.Members().Members() {
+		st.Members = append(st.Members, Member{ID: m.Id, Address: m.Address(), Kinds: m.Kinds})
+	}
+	st.AckerSet.Version, st.AckerSet.Ackers = s.rt.AckerSet()
+	ackers, err := s.rt.Ackers(s.c)
+	if err != nil {
+		st.AckerErrs = err.Error() // a member may be down: say so, show the rest
+	}
+	for _, a := range ackers {
+		as := AckerStatus{AckerStats: a}
+		if p := s.c.Get(a.ID, actors.KindAcker); p != nil {
+			as.Member = p.Address
+		}
+		st.Ackers = append(st.Ackers, as)
+	}
+	if p, ok := s.rt.Progress(); ok {
+		st.Run = &RunStatus{Roots: p.Roots, Total: p.Total, Completed: p.Completed, Failed: p.Failed,
+			TimedOut: p.TimedOut, Replayed: p.Replayed, DeadLettered: p.DeadLettered, InFlight: p.InFlight,
+			Tuples: p.Tuples, ElapsedSeconds: p.Elapsed.Seconds()}
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// CounterAnswer is what GET /api/counters/{component} answers.
+type CounterAnswer struct {
+	Keys       []window.Entry `json:"keys,omitempty"`
+	Top        []window.Entry `json:"top,omitempty"`
+	Start      *time.Time     `json:"start,omitempty"`
+	End        *time.Time     `json:"end,omitempty"`
+	Applied    uint64         `json:"applied"`
+	Duplicates uint64         `json:"duplicates"`
+	Late       uint64         `json:"late"`
+	Refused    uint64         `json:"refused"`
+}
+
+// counters answers ?key=K (repeated) with the keys' window values and
+// ?top=N[&by=sum] with the top N.
+func (s *Server) counters(w http.ResponseWriter, r *http.Request) {
+	q := &messages.CounterQuery{Keys: r.URL.Query()["key"]}
+	if len(q.Keys) > maxKeys {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("key: %d keys, at most %d", len(q.Keys), maxKeys))
+		return
+	}
+	if v := r.URL.Query().Get("top"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxTop {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("top %q: want 1..%d", v, maxTop))
+			return
+		}
+		q.Top = uint32(n)
+	}
+	switch by := r.URL.Query().Get("by"); by {
+	case "", "count":
+	case "sum":
+		q.BySum = true
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("by %q: want count or sum", by))
+		return
+	}
+	if len(q.Keys) == 0 && q.Top == 0 {
+		writeError(w, http.StatusBadRequest, "ask for key=K (repeatable) or top=N")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	res, err := s.rt.Query(ctx, s.c, r.PathValue("component"), q)
+	if err != nil {
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	}
+	a := CounterAnswer{Keys: res.Keys, Top: res.Top, Applied: res.Applied, Duplicates: res.Duplicates,
+		Late: res.Late, Refused: res.Refused}
+	if res.HasWindow {
+		start, end := time.Unix(0, res.Start).UTC(), time.Unix(0, res.End).UTC()
+		a.Start, a.End = &start, &end
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// SetAckersRequest is the body of POST /api/admin/ackers.
+type SetAckersRequest struct {
+	Ackers int `json:"ackers"`
+}
+
+func (s *Server) setAckers(w http.ResponseWriter, r *http.Request) {
+	if !s.admin(w, r) {
+		return
+	}
+	var req SetAckersRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxBody))
+			return
+		}
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("body: %v; want {\"ackers\": N}", err))
+		return
+	}
+	if err := s.rt.SetAckers(r.Context(), s.c, req.Ackers); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	version, n := s.rt.AckerSet()
+	s.log.Infof("gateway: acker count set to %d (version %d) by %s", n, version, r.RemoteAddr)
+	writeJSON(w, http.StatusOK, AckerSet{Version: version, Ackers: n})
+}
+
+// admin checks the bearer token in constant time.
+func (s *Server) admin(w http.ResponseWriter, r *http.Request) bool {
+	if s.token == "" {
+		writeError(w, http.StatusForbidden, "admin endpoints are off: no token configured")
+		return false
+	}
+	const prefix = "Bearer "
+	h := r.Header.Get("Authorization")
+	if len(h) < len(prefix) || h[:len(prefix)] != prefix ||
+		subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(s.token)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="acktor"`)
+		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}

@@ -1,0 +1,210 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/cluster"
+)
+
+func quiet() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
+// holdSource yields its lines, then holds the run open until released.
+type holdSource struct {
+	lines    []string
+	next     int
+	released <-chan struct{}
+}
+
+func (s *holdSource) Next() (source.Root, error) {
+	if s.next < len(s.lines) {
+		s.next++
+		return source.Root{ID: uint64(s.next), Payload: s.lines[s.next-1]}, nil
+	}
+	select {
+	case <-s.released:
+		return source.Root{}, io.EOF
+	default:
+		return source.Root{}, source.ErrNotReady
+	}
+}
+func (s *holdSource) Replay(id uint64) (string, error) { return s.lines[id-1], nil }
+func (s *holdSource) Done(uint64)                      {}
+func (s *holdSource) Total() int64                     { return int64(len(s.lines)) }
+func (s *holdSource) Close() error                     { return nil }
+
+type split struct{}
+
+func (split) Process(t *actors.Tuple, c *actors.Collector) {
+	for _, w := range strings.Fields(t.Values()[0]) {
+		_ = c.Emit([]*actors.Tuple{t}, w)
+	}
+	c.Ack(t)
+}
+
+// running starts a word count that holds open after its lines, and a
+// gateway over it; the run ends when the test does.
+func running(t *testing.T, token string) *httptest.Server {
+	t.Helper()
+	lines := []string{"a b a", "c a", "b"}
+	release := make(chan struct{})
+	var b actors.Builder
+	b.Spout("lines", 1, func(int, int) (source.Source, error) {
+		return &holdSource{lines: lines, released: release}, nil
+	})
+	b.Processor("split", 2, func(actors.TaskInfo) (actors.Processor, error) { return split{}, nil }).Shuffle("lines")
+	b.Counter("words", 2, actors.CounterOptions{Value: -1}, nil).Fields("split", 0)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := actors.DefaultConfig()
+	cfg.Log, cfg.ReportEvery = quiet(), 5*time.Millisecond
+	rt, err := actors.New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := cluster.StartEmbedded("gw", rt.Kinds(), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = rt.Run(ctx, node.Cluster, nil)
+	}()
+	srv := httptest.NewServer(New(rt, node.Cluster, token, quiet()).Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		close(release)
+		cancel()
+		wg.Wait()
+		node.Stop()
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if p, ok := rt.Progress(); ok && p.Completed == uint64(len(lines)) {
+			return srv
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lines did not complete")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func call(t *testing.T, method, url, token, body string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if ct := res.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("%s %s: content type %q", method, url, ct)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, url, err, b)
+		}
+	}
+	return res.StatusCode
+}
+
+func TestStatusAndCounters(t *testing.T) {
+	srv := running(t, "")
+	var st Status
+	if code := call(t, "GET", srv.URL+"/api/status", "", "", &st); code != 200 {
+		t.Fatalf("status: %d", code)
+	}
+	if len(st.Members) != 1 || st.AckerSet.Ackers != 2 || len(st.Ackers) != 2 || st.Run == nil || st.Run.Completed != 3 {
+		t.Fatalf("status %+v", st)
+	}
+	var a CounterAnswer
+	if code := call(t, "GET", srv.URL+"/api/counters/words?key=a&key=zz&top=2", "", "", &a); code != 200 {
+		t.Fatalf("counters: %d", code)
+	}
+	if len(a.Keys) != 2 || a.Keys[0].Count != 3 || a.Keys[1].Count != 0 || len(a.Top) != 2 || a.Top[1].Key != "b" || a.Applied != 6 {
+		t.Fatalf("counters %+v", a)
+	}
+	for _, tc := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/api/counters/words", 400, "key=K"},
+		{"/api/counters/words?top=0", 400, "top"},
+		{"/api/counters/words?top=x", 400, "top"},
+		{"/api/counters/words?top=3&by=avg", 400, "by"},
+		{"/api/counters/split?top=3", 404, "no counter component"},
+		{"/api/nothing", 404, "no endpoint"},
+	} {
+		var e map[string]string
+		if code := call(t, "GET", srv.URL+tc.path, "", "", &e); code != tc.code || !strings.Contains(e["error"], tc.want) {
+			t.Errorf("%s: %d %q, want %d mentioning %q", tc.path, code, e["error"], tc.code, tc.want)
+		}
+	}
+}
+
+func TestAdminSetAckers(t *testing.T) {
+	srv := running(t, "s3cret")
+	url := srv.URL + "/api/admin/ackers"
+	for _, tc := range []struct {
+		name, token, body string
+		code              int
+		want              string
+	}{
+		{"no token", "", `{"ackers": 3}`, 401, "bearer token"},
+		{"wrong token", "guess", `{"ackers": 3}`, 401, "bearer token"},
+		{"bad json", "s3cret", `{"ackers": "three"}`, 400, "body"},
+		{"unknown field", "s3cret", `{"ackers": 3, "force": true}`, 400, "unknown field"},
+		{"out of range", "s3cret", `{"ackers": 0}`, 400, "want 1..4096"},
+		{"too big", "s3cret", `{"ackers": 3, "x": "` + strings.Repeat("x", 5000) + `"}`, 413, "body over"},
+	} {
+		var e map[string]string
+		if code := call(t, "POST", url, tc.token, tc.body, &e); code != tc.code || !strings.Contains(e["error"], tc.want) {
+			t.Errorf("%s: %d %q, want %d mentioning %q", tc.name, code, e["error"], tc.code, tc.want)
+		}
+	}
+	var set AckerSet
+	if code := call(t, "POST", url, "s3cret", `{"ackers": 3}`, &set); code != 200 || set.Ackers != 3 || set.Version != 2 {
+		t.Fatalf("set ackers: %d %+v", code, set)
+	}
+	var st Status
+	call(t, "GET", srv.URL+"/api/status", "", "", &st)
+	if st.AckerSet.Ackers != 3 || len(st.Ackers) != 3 {
+		t.Fatalf("status after the change: %+v", st)
+	}
+}
+
+func TestAdminOffWithoutToken(t *testing.T) {
+	srv := running(t, "")
+	var e map[string]string
+	if code := call(t, "POST", srv.URL+"/api/admin/ackers", "anything", `{"ackers": 3}`, &e); code != 403 {
+		t.Fatalf("admin without a token configured: %d %v", code, e)
+	}
+}
