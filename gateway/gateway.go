@@ -113,11 +113,11 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 
 // Status is what GET /api/status answers.
 type Status struct {
-	Members   []Member            `json:"members"`
-	AckerSet  AckerSet            `json:"acker_set"`
-	Ackers    []AckerStatus       `json:"ackers"`
-	Run       *RunStatus          `json:"run,omitempty"` // on the member that drives the run
-	AckerErrs string              `json:"acker_error,omitempty"`
+	Members   []Member      `json:"members"`
+	AckerSet  AckerSet      `json:"acker_set"`
+	Ackers    []AckerStatus `json:"ackers"`
+	Run       *RunStatus    `json:"run,omitempty"` // on the member that drives the run
+	AckerErrs string        `json:"acker_error,omitempty"`
 }
 
 // AckerStatus is one acker's counters and the member that hosts it.
