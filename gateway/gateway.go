@@ -44,7 +44,7 @@ type Config struct {
 }
 
 // Secret is the admin token the config names: Token, or the value of the
-// variable TokenEnv. It fails when TokenEnv names an unset variable.
+// variable TokenEnv (empty when it is unset: the admin endpoints are off).
 func (c Config) Secret(getenv func(string) string) (string, error) {
 	if c.TokenEnv == "" {
 		return c.Token, nil
@@ -52,11 +52,7 @@ func (c Config) Secret(getenv func(string) string) (string, error) {
 	if c.Token != "" {
 		return "", errors.New("gateway: token and token_env both set; give one")
 	}
-	t := getenv(c.TokenEnv)
-	if t == "" {
-		return "", fmt.Errorf("gateway.token_env: $%s is empty or unset", c.TokenEnv)
-	}
-	return t, nil
+	return getenv(c.TokenEnv), nil
 }
 
 // Server serves one runtime's member of the cluster.

@@ -171,8 +171,11 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 	defer stop()
 	if cfg.Gateway.Address != "" {
 		token, _ := cfg.Gateway.Secret(os.Getenv) // checked by validate
-		if !cfg.Job.Driver {
+		switch {
+		case !cfg.Job.Driver:
 			token = "" // the acker set changes where the run is driven
+		case token == "":
+			log.Warnf("gateway: admin endpoints off: no gateway.token, and gateway.token_env %q is unset", cfg.Gateway.TokenEnv)
 		}
 		l, err := net.Listen("tcp", cfg.Gateway.Address)
 		if err != nil {
