@@ -1,6 +1,7 @@
 // Package cluster wires acktor's virtual actors into a Proto.Actor cluster:
-// the embedded single-member default, logging, and (later) providers, the
-// acker ring and remote clients.
+// the embedded single-member default, a node of a multi-machine cluster
+// (automanaged provider), an identity lookup that spreads grains evenly
+// over members, and logging into logrus. The acker ring is cluster/ring.
 package cluster
 
 import (
@@ -11,7 +12,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
-	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/sirupsen/logrus"
 )
@@ -29,7 +29,7 @@ func StartEmbedded(name string, kinds []*pcluster.Kind, log *logrus.Logger) (n *
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return NewSlogLogger(log)
 	}))
-	cfg := pcluster.Configure(name, test.NewTestProvider(test.NewInMemAgent()), disthash.New(),
+	cfg := pcluster.Configure(name, test.NewTestProvider(test.NewInMemAgent()), Placement(),
 		remote.Configure("127.0.0.1", 0), pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(10*time.Second))
 	c := pcluster.New(sys, cfg)
 	defer func() { // StartMember panics on a busy port or a provider error

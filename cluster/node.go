@@ -12,7 +12,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/labstack/echo"
 	"github.com/sirupsen/logrus"
@@ -104,7 +103,7 @@ func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (n *Node,
 	// Each retry to reach a dead member waits 2 s; the default 5 held a
 	// leaving member up to 10 s after its run had ended.
 	rcfg.MaxRetryCount = 2
-	pcfg := pcluster.Configure(cfg.Name, provider, disthash.New(), rcfg,
+	pcfg := pcluster.Configure(cfg.Name, provider, Placement(), rcfg,
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(10*time.Second))
 	c := pcluster.New(sys, pcfg)
 	var names []string

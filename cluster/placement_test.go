@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/asynkron/protoactor-go/remote"
+)
+
+// spread is the largest member's share over the mean.
+func spread(counts map[string]int, members int) float64 {
+	total, most := 0, 0
+	for _, n := range counts {
+		total += n
+		most = max(most, n)
+	}
+	return float64(most) * float64(members) / float64(total)
+}
+
+// TestPlacementShare: three members on sequential ports, the identities
+// acktor gives ackers and tasks. The library's rendezvous gives one member
+// half of them; ours keeps every member within 10% of the mean.
+func TestPlacementShare(t *testing.T) {
+	for _, tc := range []struct {
+		kind  string
+		ids   func(n int) string
+		count int
+	}{
+		{"acker", func(n int) string { return fmt.Sprintf("acker/%d", n) }, 3000},
+		{"spout", func(n int) string { return fmt.Sprintf("lines/%d", n) }, 3000},
+		{"processor", func(n int) string { return fmt.Sprintf("split/%d", n) }, 3000},
+	} {
+		for _, base := range []int32{9100, 7000, 43121} {
+			var ms []*pcluster.Member
+			for i := range int32(3) {
+				ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: base + i, Id: fmt.Sprint(i), Kinds: []string{tc.kind}})
+			}
+			ours, lib := map[string]int{}, map[string]int{}
+			r, l := newRendezvous(ms), pcluster.NewRendezvous()
+			l.UpdateMembers(ms)
+			for n := range tc.count {
+				ours[r.owner(tc.kind, tc.ids(n))]++
+				lib[l.GetByClusterIdentity(&pcluster.ClusterIdentity{Kind: tc.kind, Identity: tc.ids(n)})]++
+			}
+			if s := spread(ours, 3); s > 1.1 || len(ours) != 3 {
+				t.Errorf("%s, ports %d..: ours %v (max/mean %.3f)", tc.kind, base, ours, s)
+			}
+			t.Logf("%s, ports %d..%d: max/mean %.3f here, %.3f with disthash", tc.kind, base, base+2, spread(ours, 3), spread(lib, 3))
+		}
+	}
+}
+
+// TestPlacementMovesOnlyTheLeaversGrains: with one member gone, only the
+// identities it owned change owner, each to a member that hosts the kind.
+func TestPlacementMovesOnlyTheLeaversGrains(t *testing.T) {
+	var ms []*pcluster.Member
+	for i := range int32(4) {
+		ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: 9100 + i, Id: fmt.Sprint(i), Kinds: []string{"k"}})
+	}
+	ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: 9200, Id: "other", Kinds: []string{"other"}})
+	all, less := newRendezvous(ms), newRendezvous(append(ms[1:4:4], ms[4]))
+	for n := range 2000 {
+		id := fmt.Sprintf("g/%d", n)
+		before, after := all.owner("k", id), less.owner("k", id)
+		if before == "127.0.0.1:9200" || after == "127.0.0.1:9200" {
+			t.Fatalf("%s placed on a member without its kind", id)
+		}
+		if before != after && before != ms[0].Address() {
+			t.Fatalf("%s moved from %s to %s though %s stayed", id, before, after, before)
+		}
+	}
+}
+
+type echoGrain struct{}
+
+func (echoGrain) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*pcluster.ClusterIdentity); ok {
+		ctx.Respond(&pcluster.ClusterIdentity{Identity: ctx.Self().Address})
+	}
+}
+
+// TestPlacementLive: three in-process members with Placement; grains land
+// on the members the rendezvous names, spread over all three, and calls
+// from any member reach the same activation.
+func TestPlacementLive(t *testing.T) {
+	agent := test.NewInMemAgent()
+	var cs []*pcluster.Cluster
+	var wg sync.WaitGroup
+	for range 3 {
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.NewTextHandler(io.Discard, nil))
+		}))
+		c := pcluster.New(sys, pcluster.Configure("p", test.NewTestProvider(agent), Placement(),
+			remote.Configure("127.0.0.1", 0), pcluster.WithKinds(pcluster.NewKind("echo", actor.PropsFromProducer(func() actor.Actor { return echoGrain{} })))))
+		cs = append(cs, c)
+		wg.Add(1)
+		go func() { defer wg.Done(); c.StartMember() }()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range cs {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Shutdown(false) }()
+		}
+		wg.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); cs[0].MemberList.Members().Len() != 3 || cs[2].MemberList.Members().Len() != 3; {
+		if time.Now().After(deadline) {
+			t.Fatal("members did not see each other")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	hosts := map[string]int{}
+	for n := range 60 {
+		id := fmt.Sprintf("g/%d", n)
+		var where []string
+		for _, c := range cs {
+			res, err := c.Request(id, "echo", &pcluster.ClusterIdentity{})
+			if err != nil {
+				t.Fatalf("%s from %s: %v", id, c.ActorSystem.Address(), err)
+			}
+			where = append(where, res.(*pcluster.ClusterIdentity).Identity)
+		}
+		if where[0] != where[1] || where[1] != where[2] {
+			t.Fatalf("%s answered from %v", id, where)
+		}
+		hosts[where[0]]++
+	}
+	if len(hosts) != 3 {
+		t.Fatalf("60 grains on %d members: %v", len(hosts), hosts)
+	}
+}
