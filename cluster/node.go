@@ -7,14 +7,18 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/labstack/echo"
 	"github.com/sirupsen/logrus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // Config is one member's place in a multi-machine cluster.
@@ -29,9 +33,20 @@ type Config struct {
 	Port           int    `yaml:"port"`
 	AdvertisedHost string `yaml:"advertised_host"`
 	// Provider finds the other members: "automanaged" (a static list of
-	// peers that check each other's health over HTTP; for development).
+	// peers that check each other's health over HTTP; for development) or
+	// "etcd" (members register under a lease in etcd; for production).
 	Provider    string            `yaml:"provider"`
 	Automanaged AutomanagedConfig `yaml:"automanaged"`
+	Etcd        EtcdConfig        `yaml:"etcd"`
+}
+
+// EtcdConfig configures the etcd provider. A member holds its key under a
+// lease of a few seconds: one that dies leaves the cluster when the lease
+// runs out.
+type EtcdConfig struct {
+	Endpoints   []string      `yaml:"endpoints"`    // host:port of etcd's client URLs
+	Prefix      string        `yaml:"prefix"`       // the key prefix of this cluster's members
+	DialTimeout time.Duration `yaml:"dial_timeout"` // how long to wait for etcd at start
 }
 
 // AutomanagedConfig configures the automanaged provider.
@@ -48,7 +63,8 @@ type AutomanagedConfig struct {
 // DefaultConfig binds everything to 127.0.0.1.
 func DefaultConfig() Config {
 	return Config{Name: "acktor", Host: "127.0.0.1", Provider: "automanaged",
-		Automanaged: AutomanagedConfig{Port: 6330, Peers: []string{"127.0.0.1:6330"}, Refresh: time.Second}}
+		Automanaged: AutomanagedConfig{Port: 6330, Peers: []string{"127.0.0.1:6330"}, Refresh: time.Second},
+		Etcd:        EtcdConfig{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/acktor", DialTimeout: 5 * time.Second}}
 }
 
 // Validate names the first field in error, as the config file spells it.
@@ -60,18 +76,45 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster.host %q: want an IP address or localhost", c.Host)
 	case c.Port < 0 || c.Port > 65535:
 		return fmt.Errorf("cluster.port %d: want 0..65535 (0: any free port)", c.Port)
-	case c.Provider != "automanaged":
-		return fmt.Errorf("cluster.provider %q: want automanaged", c.Provider)
-	case c.Automanaged.Port < 1 || c.Automanaged.Port > 65535:
-		return fmt.Errorf("cluster.automanaged.port %d: want 1..65535", c.Automanaged.Port)
-	case len(c.Automanaged.Peers) == 0:
-		return errors.New("cluster.automanaged.peers: empty; list every member's host:port, this one's too")
-	case c.Automanaged.Refresh < 100*time.Millisecond:
-		return fmt.Errorf("cluster.automanaged.refresh %v: want >= 100ms", c.Automanaged.Refresh)
 	}
-	for _, p := range c.Automanaged.Peers {
+	switch c.Provider {
+	case "automanaged":
+		return c.Automanaged.validate()
+	case "etcd":
+		return c.Etcd.validate()
+	}
+	return fmt.Errorf("cluster.provider %q: want automanaged or etcd", c.Provider)
+}
+
+func (a AutomanagedConfig) validate() error {
+	switch {
+	case a.Port < 1 || a.Port > 65535:
+		return fmt.Errorf("cluster.automanaged.port %d: want 1..65535", a.Port)
+	case len(a.Peers) == 0:
+		return errors.New("cluster.automanaged.peers: empty; list every member's host:port, this one's too")
+	case a.Refresh < 100*time.Millisecond:
+		return fmt.Errorf("cluster.automanaged.refresh %v: want >= 100ms", a.Refresh)
+	}
+	for _, p := range a.Peers {
 		if _, port, err := net.SplitHostPort(p); err != nil || port == "" {
 			return fmt.Errorf("cluster.automanaged.peers: %q: want host:port", p)
+		}
+	}
+	return nil
+}
+
+func (e EtcdConfig) validate() error {
+	switch {
+	case len(e.Endpoints) == 0:
+		return errors.New("cluster.etcd.endpoints: empty; list etcd's client addresses, host:port")
+	case !strings.HasPrefix(e.Prefix, "/"):
+		return fmt.Errorf("cluster.etcd.prefix %q: want a key prefix starting with /", e.Prefix)
+	case e.DialTimeout <= 0:
+		return fmt.Errorf("cluster.etcd.dial_timeout %v: want > 0", e.DialTimeout)
+	}
+	for _, p := range e.Endpoints {
+		if _, port, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(p, "http://"), "https://")); err != nil || port == "" {
+			return fmt.Errorf("cluster.etcd.endpoints: %q: want host:port", p)
 		}
 	}
 	return nil
@@ -83,18 +126,30 @@ func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (n *Node,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	// The library's automanaged provider serves its health check on every
-	// interface; give it a listener on cfg.Host instead.
-	l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Automanaged.Port)))
-	if err != nil {
-		return nil, fmt.Errorf("cluster.automanaged.port: %w", err)
-	}
-	health := echo.New()
-	health.HideBanner, health.HidePort, health.Listener = true, true, l
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return NewSlogLogger(log)
 	}))
-	provider := automanaged.NewWithTesting(cfg.Automanaged.Refresh, cfg.Automanaged.Port, health, cfg.Automanaged.Peers...)
+	var provider pcluster.ClusterProvider
+	var health *echo.Echo
+	switch cfg.Provider {
+	case "etcd":
+		p, err := etcd.NewWithConfig(cfg.Etcd.Prefix, clientv3.Config{Endpoints: cfg.Etcd.Endpoints,
+			DialTimeout: cfg.Etcd.DialTimeout, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, fmt.Errorf("cluster.etcd: %w", err)
+		}
+		provider = p
+	default:
+		// The library's automanaged provider serves its health check on
+		// every interface; give it a listener on cfg.Host instead.
+		l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Automanaged.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("cluster.automanaged.port: %w", err)
+		}
+		health = echo.New()
+		health.HideBanner, health.HidePort, health.Listener = true, true, l
+		provider = automanaged.NewWithTesting(cfg.Automanaged.Refresh, cfg.Automanaged.Port, health, cfg.Automanaged.Peers...)
+	}
 	ropts := []remote.ConfigOption{}
 	if cfg.AdvertisedHost != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.AdvertisedHost))
@@ -106,20 +161,24 @@ func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (n *Node,
 	pcfg := pcluster.Configure(cfg.Name, provider, Placement(), rcfg,
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(10*time.Second))
 	c := pcluster.New(sys, pcfg)
-	var names []string
-	for _, k := range kinds {
-		names = append(names, k.Kind)
-	}
-	health.GET("/_health", func(ctx echo.Context) error {
-		host, port, err := sys.GetHostPort()
-		if err != nil {
-			return ctx.JSON(http.StatusServiceUnavailable, err.Error())
+	if health != nil {
+		var names []string
+		for _, k := range kinds {
+			names = append(names, k.Kind)
 		}
-		return ctx.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, sys.ID, host, port, cfg.Automanaged.Port, names))
-	})
+		health.GET("/_health", func(ctx echo.Context) error {
+			host, port, err := sys.GetHostPort()
+			if err != nil {
+				return ctx.JSON(http.StatusServiceUnavailable, err.Error())
+			}
+			return ctx.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, sys.ID, host, port, cfg.Automanaged.Port, names))
+		})
+	}
 	defer func() { // StartMember panics on a busy port or a provider error
 		if r := recover(); r != nil {
-			_ = l.Close()
+			if health != nil {
+				_ = health.Listener.Close()
+			}
 			err = fmt.Errorf("cluster: starting member: %v", r)
 		}
 	}()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,6 +54,12 @@ func freePorts(t *testing.T, n int) []int {
 // member 0 drives the word count of input. It returns the config paths and
 // the members' remote addresses.
 func writeNodeConfigs(t *testing.T, dir, input, timeout, driverExtra string) (paths, addrs []string) {
+	return writeNodeConfigsWith(t, dir, input, timeout, driverExtra, "")
+}
+
+// writeNodeConfigsWith is writeNodeConfigs with the etcd provider when
+// etcdAddr is not empty.
+func writeNodeConfigsWith(t *testing.T, dir, input, timeout, driverExtra, etcdAddr string) (paths, addrs []string) {
 	all := freePorts(t, 6)
 	ports, remotes := all[:3], all[3:]
 	var peers []string
@@ -61,16 +68,20 @@ func writeNodeConfigs(t *testing.T, dir, input, timeout, driverExtra string) (pa
 	}
 	for i, p := range ports {
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", remotes[i]))
-		cfg := fmt.Sprintf(`cluster:
-  name: failover
-  host: 127.0.0.1
-  port: %d
-  provider: automanaged
+		provider := fmt.Sprintf(`  provider: automanaged
   automanaged:
     port: %d
     peers: [%s]
     refresh: 500ms
-tracker:
+`, p, strings.Join(peers, ", "))
+		if etcdAddr != "" {
+			provider = fmt.Sprintf("  provider: etcd\n  etcd:\n    endpoints: [%s]\n    prefix: /acktor-test\n", etcdAddr)
+		}
+		cfg := fmt.Sprintf(`cluster:
+  name: failover
+  host: 127.0.0.1
+  port: %d
+%stracker:
   ackers: 3
   timeout: %s
   max_pending: 1024
@@ -86,7 +97,7 @@ job:
   spouts: 3
   splitters: 3
   counters: 2
-`, remotes[i], p, strings.Join(peers, ", "), timeout, i == 0, input, filepath.Join(dir, "out.tsv"), filepath.Join(dir, "stats.json"))
+`, remotes[i], provider, timeout, i == 0, input, filepath.Join(dir, "out.tsv"), filepath.Join(dir, "stats.json"))
 		if i == 0 {
 			cfg += driverExtra
 		}
@@ -127,11 +138,62 @@ func TestNodeKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
+	nodeKilled(t, "")
+}
+
+// TestNodeKilledEtcd is TestNodeKilled with the etcd provider, against a
+// real etcd server (Debian's etcd-server, which .ci/run installs).
+func TestNodeKilledEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes and etcd")
+	}
+	nodeKilled(t, startEtcd(t))
+}
+
+// startEtcd starts an etcd server on 127.0.0.1 and returns its client
+// address. Without the etcd binary the test skips, unless
+// ACKTOR_REQUIRE_ETCD=1 (set by .ci/run) makes that a failure.
+func startEtcd(t *testing.T) string {
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		if os.Getenv("ACKTOR_REQUIRE_ETCD") == "1" {
+			t.Fatal("etcd not found and ACKTOR_REQUIRE_ETCD=1: install Debian's etcd-server")
+		}
+		t.Skip("etcd not found: install Debian's etcd-server (apt-get install etcd-server) to run this test")
+	}
+	ports := freePorts(t, 2)
+	client, peer := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	cmd := exec.Command(bin, "--name", "t", "--data-dir", t.TempDir(),
+		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t="+peer)
+	log, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait(); _ = log.Close() })
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if res, err := http.Get("http://" + client + "/health"); err == nil {
+			_ = res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return client
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("etcd did not become healthy in 15 s")
+		}
+	}
+}
+
+func nodeKilled(t *testing.T, etcdAddr string) {
 	const lines = 1_000_000
 	dir := t.TempDir()
 	input, truth := writeInput(t, dir, lines)
 	gw := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
-	paths, addrs := writeNodeConfigs(t, dir, input, "2s", "gateway:\n  address: "+gw+"\n")
+	paths, addrs := writeNodeConfigsWith(t, dir, input, "2s", "gateway:\n  address: "+gw+"\n", etcdAddr)
 	workers := map[string]*exec.Cmd{}
 	for i := 1; i < 3; i++ {
 		workers[addrs[i]], _ = startNode(t, paths[i])
