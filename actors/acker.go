@@ -14,6 +14,14 @@ import (
 	"github.com/acktor/acktor/messages"
 )
 
+// ClientTasks is the first task id of remote clients (cluster/client): the
+// ids [ClientTasks, 2^24) name clients, which ackers notify at the PID they
+// gave in their Track; topology tasks stay below.
+const ClientTasks = 1 << 23
+
+// maxClients bounds the remote clients an acker remembers.
+const maxClients = 1 << 16
+
 // rotate is the acker's timer message.
 type rotate struct{}
 
@@ -36,6 +44,7 @@ type ackerTask struct {
 	bad       uint64 // malformed messages dropped
 	forwarded uint64 // entries passed on to their root's new acker
 	moved     []ledger.Record
+	clients   map[uint32]*actor.PID // remote clients by task id
 }
 
 func (a *ackerTask) Receive(ctx actor.Context) {
@@ -153,6 +162,12 @@ func (a *ackerTask) handover(out map[int]*messages.Handover, r ledger.Record) {
 	if r.Failed {
 		flags |= 2
 	}
+	if p, ok := a.clients[r.Task]; ok && r.Init && r.Task >= ClientTasks {
+		if h.Clients == nil {
+			h.Clients = map[uint32]*messages.Pid{}
+		}
+		h.Clients[r.Task] = &messages.Pid{Address: p.Address, Id: p.Id}
+	}
 	h.SpringIds = append(h.SpringIds, r.SpringID)
 	h.CheckValues = append(h.CheckValues, r.CheckValue)
 	h.Tasks = append(h.Tasks, r.Task)
@@ -172,6 +187,11 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 	if a.l == nil || len(m.CheckValues) != n || len(m.Tasks) != n || len(m.Flags) != n {
 		a.drop(fmt.Sprintf("handover with %d springIds, %d check values, %d tasks, %d flags", n, len(m.CheckValues), len(m.Tasks), len(m.Flags)))
 		return
+	}
+	for task, p := range m.Clients {
+		if task >= ClientTasks && task <= ledger.MaxTask {
+			a.client(task, p)
+		}
 	}
 	var out map[int]*messages.Handover
 	trusted := m.Version > a.dir.version
@@ -218,11 +238,13 @@ func (a *ackerTask) track(m *messages.Track) {
 	if a.l == nil {
 		return
 	}
-	if len(m.SpringIds) != len(m.InitXors) || int(m.Task) >= a.env.topo.Tasks() || !a.env.topo.tasks[m.Task].Spout {
+	if len(m.SpringIds) != len(m.InitXors) || !a.trackerOK(m) {
 		a.drop(fmt.Sprintf("track from task %d with %d springIds and %d inits", m.Task, len(m.SpringIds), len(m.InitXors)))
 		return
 	}
-	f := fwd[*messages.Track]{make: func() *messages.Track { return &messages.Track{Task: m.Task, Version: a.dir.version} }}
+	f := fwd[*messages.Track]{make: func() *messages.Track {
+		return &messages.Track{Task: m.Task, Version: a.dir.version, Notify: m.Notify}
+	}}
 	trusted := m.Version > a.dir.version
 	for i, id := range m.SpringIds {
 		if o := a.dir.ackerOf(id); !trusted && o != a.num {
@@ -236,6 +258,39 @@ func (a *ackerTask) track(m *messages.Track) {
 	for o, t := range f.by {
 		a.toAcker(o, t)
 	}
+}
+
+// trackerOK says whether a Track's sender may open records: a spout task
+// of the topology, or a remote client that names its actor (remembered).
+func (a *ackerTask) trackerOK(m *messages.Track) bool {
+	if m.Notify == nil {
+		return int(m.Task) < a.env.topo.Tasks() && a.env.topo.tasks[m.Task].Spout
+	}
+	return m.Task >= ClientTasks && m.Task <= ledger.MaxTask && a.client(m.Task, m.Notify)
+}
+
+// client remembers where remote client task hears back.
+func (a *ackerTask) client(task uint32, p *messages.Pid) bool {
+	pid := pidOf(p)
+	if pid == nil {
+		return false
+	}
+	if old, ok := a.clients[task]; ok {
+		if !old.Equal(pid) {
+			a.env.log.Warnf("%s: client %d now at %s (was %s)", a.id, task, pid, old)
+			a.clients[task] = pid
+		}
+		return true
+	}
+	if a.clients == nil {
+		a.clients = map[uint32]*actor.PID{}
+	}
+	if len(a.clients) >= maxClients {
+		a.env.log.Errorf("%s: %d remote clients known; refusing client %d", a.id, maxClients, task)
+		return false
+	}
+	a.clients[task] = pid
+	return true
 }
 
 func (a *ackerTask) ack(m *messages.AckBatch) {
@@ -322,31 +377,56 @@ func (a *ackerTask) flush() {
 	})
 }
 
-// outbox gathers springIds per spout task until the next flush.
+// outbox gathers springIds per spout task (or remote client) until the
+// next flush.
 type outbox struct {
-	ids   [][]uint64 // by task id
-	dirty []uint32   // tasks with ids
+	ids     [][]uint64          // by topology task id
+	clients map[uint32][]uint64 // by remote client task id
+	dirty   []uint32            // tasks with ids
 }
 
 func newOutbox(tasks int) outbox { return outbox{ids: make([][]uint64, tasks)} }
 
 func (o *outbox) add(task uint32, id uint64) {
-	if len(o.ids[task]) == 0 {
+	if int(task) < len(o.ids) {
+		if len(o.ids[task]) == 0 {
+			o.dirty = append(o.dirty, task)
+		}
+		o.ids[task] = append(o.ids[task], id)
+		return
+	}
+	if o.clients == nil {
+		o.clients = map[uint32][]uint64{}
+	}
+	if len(o.clients[task]) == 0 {
 		o.dirty = append(o.dirty, task)
 	}
-	o.ids[task] = append(o.ids[task], id)
+	o.clients[task] = append(o.clients[task], id)
 }
 
 // drain hands each task's ids to send, which keeps them.
 func (o *outbox) drain(send func(task uint32, ids []uint64)) {
 	for _, t := range o.dirty {
-		send(t, o.ids[t])
-		o.ids[t] = nil
+		if int(t) < len(o.ids) {
+			send(t, o.ids[t])
+			o.ids[t] = nil
+		} else {
+			send(t, o.clients[t])
+			delete(o.clients, t)
+		}
 	}
 	o.dirty = o.dirty[:0]
 }
 
 func (a *ackerTask) toSpout(task uint32, m any) {
+	if task >= ClientTasks {
+		if p := a.clients[task]; p != nil {
+			a.root.Send(p, m)
+		} else {
+			a.env.log.Errorf("%s: no address for remote client %d; it will time its roots out", a.id, task)
+		}
+		return
+	}
 	if p := a.res.get(KindSpout, a.env.topo.identity(task)); p != nil {
 		a.root.Send(p, m)
 		return

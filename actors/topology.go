@@ -237,8 +237,8 @@ func (b *Builder) Build() (*Topology, error) {
 			errs = append(errs, err)
 		}
 	}
-	if len(t.tasks) > 1<<24 {
-		errs = append(errs, fmt.Errorf("topology: %d tasks, at most %d", len(t.tasks), 1<<24))
+	if len(t.tasks) > ClientTasks {
+		errs = append(errs, fmt.Errorf("topology: %d tasks, at most %d", len(t.tasks), ClientTasks))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -122,7 +122,18 @@ func (e EtcdConfig) validate() error {
 
 // StartNode joins (or founds) the cluster cfg describes as a member hosting
 // kinds. Proto.Actor logs through log.
-func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (n *Node, err error) {
+func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (*Node, error) {
+	return start(cfg, kinds, false, log)
+}
+
+// StartClient joins the cluster cfg describes as a client: it hosts no
+// grains and serves no health check, but calls them and receives messages
+// at its own actors (cluster/client). cfg.Automanaged.Port is not used.
+func StartClient(cfg Config, log *logrus.Logger) (*Node, error) {
+	return start(cfg, nil, true, log)
+}
+
+func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -139,7 +150,11 @@ func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (n *Node,
 			return nil, fmt.Errorf("cluster.etcd: %w", err)
 		}
 		provider = p
-	default:
+	case "automanaged":
+		if client { // a client only polls the members' health
+			provider = automanaged.NewWithTesting(cfg.Automanaged.Refresh, cfg.Automanaged.Port, echo.New(), cfg.Automanaged.Peers...)
+			break
+		}
 		// The library's automanaged provider serves its health check on
 		// every interface; give it a listener on cfg.Host instead.
 		l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Automanaged.Port)))
@@ -182,8 +197,22 @@ func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (n *Node,
 			err = fmt.Errorf("cluster: starting member: %v", r)
 		}
 	}()
-	c.StartMember()
+	if client {
+		c.StartClient()
+	} else {
+		c.StartMember()
+	}
 	return &Node{System: sys, Cluster: c}, nil
+}
+
+// CloseClient leaves the cluster StartClient joined. (Cluster.Shutdown
+// fails on a client in this Proto.Actor version: it has no gossip.)
+func (n *Node) CloseClient() {
+	c := n.Cluster
+	_ = c.Config.ClusterProvider.Shutdown(false)
+	c.IdentityLookup.Shutdown()
+	c.Remote.Shutdown(false)
+	c.ActorSystem.Shutdown()
 }
 
 // Leave leaves the cluster gracefully: the other members learn of it at

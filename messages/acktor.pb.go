@@ -75,11 +75,15 @@ func (FailReason) EnumDescriptor() ([]byte, []int) {
 // Track opens records: spout task -> acker. For each root, init_xor is the
 // XOR of the ids of the tuples the spout emitted for it.
 type Track struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Task          uint32                 `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"` // the spout task to notify
-	SpringIds     []uint64               `protobuf:"fixed64,2,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
-	InitXors      []uint64               `protobuf:"fixed64,3,rep,packed,name=init_xors,json=initXors,proto3" json:"init_xors,omitempty"` // parallel to spring_ids
-	Version       uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`                           // see AckBatch.version
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Task      uint32                 `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"` // the spout task to notify
+	SpringIds []uint64               `protobuf:"fixed64,2,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
+	InitXors  []uint64               `protobuf:"fixed64,3,rep,packed,name=init_xors,json=initXors,proto3" json:"init_xors,omitempty"` // parallel to spring_ids
+	Version   uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`                           // see AckBatch.version
+	// A remote client (not a topology task) sets notify to its own actor:
+	// Completed and Failed for these roots go there. Its task is then a
+	// client id in [2^23, 2^24), the high bits of its springIds.
+	Notify        *Pid `protobuf:"bytes,5,opt,name=notify,proto3" json:"notify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +144,13 @@ func (x *Track) GetVersion() uint64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *Track) GetNotify() *Pid {
+	if x != nil {
+		return x.Notify
+	}
+	return nil
 }
 
 // AckBatch folds deltas: processor -> acker. For each handled tuple and each
@@ -1033,7 +1044,8 @@ type Handover struct {
 	CheckValues   []uint64               `protobuf:"fixed64,2,rep,packed,name=check_values,json=checkValues,proto3" json:"check_values,omitempty"`
 	Tasks         []uint32               `protobuf:"varint,3,rep,packed,name=tasks,proto3" json:"tasks,omitempty"`
 	Flags         []uint32               `protobuf:"varint,4,rep,packed,name=flags,proto3" json:"flags,omitempty"`
-	Version       uint64                 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"` // see AckBatch.version
+	Version       uint64                 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`                                                                           // see AckBatch.version
+	Clients       map[uint32]*Pid        `protobuf:"bytes,6,rep,name=clients,proto3" json:"clients,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // where the remote clients among tasks hear back
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1101,6 +1113,13 @@ func (x *Handover) GetVersion() uint64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *Handover) GetClients() map[uint32]*Pid {
+	if x != nil {
+		return x.Clients
+	}
+	return nil
 }
 
 // CounterQuery asks the tasks of a windowed counter component for values
@@ -1319,13 +1338,14 @@ var File_acktor_proto protoreflect.FileDescriptor
 
 const file_acktor_proto_rawDesc = "" +
 	"\n" +
-	"\facktor.proto\x12\x06acktor\"q\n" +
+	"\facktor.proto\x12\x06acktor\"\x96\x01\n" +
 	"\x05Track\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x02 \x03(\x06R\tspringIds\x12\x1b\n" +
 	"\tinit_xors\x18\x03 \x03(\x06R\binitXors\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x04R\aversion\"b\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12#\n" +
+	"\x06notify\x18\x05 \x01(\v2\v.acktor.PidR\x06notify\"b\n" +
 	"\bAckBatch\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x1d\n" +
@@ -1404,14 +1424,18 @@ const file_acktor_proto_rawDesc = "" +
 	"\bAckerSet\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x16\n" +
 	"\x06ackers\x18\x02 \x01(\rR\x06ackers\x12\x1a\n" +
-	"\breplicas\x18\x03 \x01(\rR\breplicas\"\x92\x01\n" +
+	"\breplicas\x18\x03 \x01(\rR\breplicas\"\x94\x02\n" +
 	"\bHandover\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12!\n" +
 	"\fcheck_values\x18\x02 \x03(\x06R\vcheckValues\x12\x14\n" +
 	"\x05tasks\x18\x03 \x03(\rR\x05tasks\x12\x14\n" +
 	"\x05flags\x18\x04 \x03(\rR\x05flags\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\x04R\aversion\"]\n" +
+	"\aversion\x18\x05 \x01(\x04R\aversion\x127\n" +
+	"\aclients\x18\x06 \x03(\v2\x1d.acktor.Handover.ClientsEntryR\aclients\x1aG\n" +
+	"\fClientsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\rR\x03key\x12!\n" +
+	"\x05value\x18\x02 \x01(\v2\v.acktor.PidR\x05value:\x028\x01\"]\n" +
 	"\fCounterQuery\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x10\n" +
 	"\x03top\x18\x02 \x01(\rR\x03top\x12\x15\n" +
@@ -1453,7 +1477,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -1472,16 +1496,20 @@ var file_acktor_proto_goTypes = []any{
 	(*Handover)(nil),          // 14: acktor.Handover
 	(*CounterQuery)(nil),      // 15: acktor.CounterQuery
 	(*CounterResult)(nil),     // 16: acktor.CounterResult
+	nil,                       // 17: acktor.Handover.ClientsEntry
 }
 var file_acktor_proto_depIdxs = []int32{
-	0, // 0: acktor.Failed.reason:type_name -> acktor.FailReason
-	7, // 1: acktor.StartSpout.reporter:type_name -> acktor.Pid
-	7, // 2: acktor.Drain.reporter:type_name -> acktor.Pid
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7,  // 0: acktor.Track.notify:type_name -> acktor.Pid
+	0,  // 1: acktor.Failed.reason:type_name -> acktor.FailReason
+	7,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
+	7,  // 3: acktor.Drain.reporter:type_name -> acktor.Pid
+	17, // 4: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	7,  // 5: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
+	6,  // [6:6] is the sub-list for method output_type
+	6,  // [6:6] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_acktor_proto_init() }
@@ -1495,7 +1523,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
