@@ -198,6 +198,38 @@ func countLines(f io.ReaderAt, from, end, size int64) (int64, error) {
 	return n, nil
 }
 
+// Position is the offset of the next line to read.
+func (s *fileSource) Position() uint64 { return uint64(s.pos) }
+
+// Seek continues reading at offset pos, which must start a line of the
+// split (or be its end).
+func (s *fileSource) Seek(pos uint64) error {
+	if s.f == nil {
+		return fmt.Errorf("source: file %s: %w", s.path, os.ErrClosed)
+	}
+	off := int64(pos)
+	info, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("source: file %s: %w", s.path, err)
+	}
+	if off < s.pos || off > info.Size() { // before the split's first line, or past the file
+		return fmt.Errorf("source: file %s: seek to %d outside [%d, %d]", s.path, pos, s.pos, info.Size())
+	}
+	if off >= s.end { // the split is done (its last line may end past it)
+		s.pos = off
+		return nil
+	}
+	if off > 0 {
+		var prev [1]byte
+		if _, err := s.f.ReadAt(prev[:], off-1); err != nil || prev[0] != '\n' {
+			return fmt.Errorf("source: file %s: seek to %d: not the start of a line", s.path, pos)
+		}
+	}
+	s.lines.br = bufio.NewReaderSize(io.NewSectionReader(s.f, off, info.Size()-off), fileBufSize)
+	s.pos = off
+	return nil
+}
+
 // Next returns the next non-empty line of the split.
 func (s *fileSource) Next() (Root, error) {
 	if s.err != nil {

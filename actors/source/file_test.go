@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -352,4 +353,71 @@ func BenchmarkFileNext(b *testing.B) {
 		}
 	}
 	src.Close()
+}
+
+// TestSeek: a source opened afresh and sought to where another stopped
+// yields exactly the rest, for files and generators.
+func TestSeek(t *testing.T) {
+	text := "one\n\ntwo\r\nthree four\nfive\n\nsix"
+	path := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := Generator(GeneratorConfig{Lines: 50, WordsPerLine: 3, Vocabulary: 20, Skew: 1.5, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		name string
+		make Factory
+	}{{"file", File(path)}, {"generator", gen}} {
+		for tasks := 1; tasks <= 3; tasks++ {
+			for task := range tasks {
+				var all []Root
+				src := must(t, f.make, task, tasks)
+				for r, err := src.Next(); err == nil; r, err = src.Next() {
+					all = append(all, r)
+				}
+				for stop := range len(all) + 1 {
+					first := must(t, f.make, task, tasks)
+					for range stop {
+						if _, err := first.Next(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					pos := first.(Seeker).Position()
+					second := must(t, f.make, task, tasks)
+					if err := second.(Seeker).Seek(pos); err != nil {
+						t.Fatalf("%s %d/%d: seek %d: %v", f.name, task, tasks, pos, err)
+					}
+					var rest []Root
+					for r, err := second.Next(); err == nil; r, err = second.Next() {
+						rest = append(rest, r)
+					}
+					if !slices.Equal(rest, all[stop:]) {
+						t.Fatalf("%s %d/%d: after %d roots the rest is %v, want %v", f.name, task, tasks, stop, rest, all[stop:])
+					}
+				}
+			}
+		}
+	}
+	src := must(t, File(path), 0, 1)
+	for _, bad := range []uint64{2, 1000} { // mid-line; past the end
+		if err := src.(Seeker).Seek(bad); err == nil {
+			t.Errorf("file Seek(%d) accepted", bad)
+		}
+	}
+	if err := must(t, gen, 1, 3).(Seeker).Seek(3); err == nil {
+		t.Error("generator Seek to another task's line accepted")
+	}
+}
+
+func must(t *testing.T, f Factory, task, tasks int) Source {
+	t.Helper()
+	s, err := f(task, tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }

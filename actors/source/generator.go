@@ -163,6 +163,19 @@ func (s *generatorSource) Next() (Root, error) {
 	return r, nil
 }
 
+// Position is the global number of the task's next line.
+func (s *generatorSource) Position() uint64 { return uint64(s.next) }
+
+// Seek continues at global line pos, one of this task's lines (or past the
+// last).
+func (s *generatorSource) Seek(pos uint64) error {
+	if pos%uint64(s.tasks) != uint64(s.task) || pos > uint64(s.total)+uint64(s.tasks) {
+		return fmt.Errorf("source: generator: line %d is not a line of task %d of %d", pos, s.task, s.tasks)
+	}
+	s.next = int64(pos)
+	return nil
+}
+
 // Replay regenerates line id, which must be one of this task's lines.
 func (s *generatorSource) Replay(id uint64) (string, error) {
 	if id >= uint64(s.total) || id%uint64(s.tasks) != uint64(s.task) {

@@ -40,5 +40,16 @@ type Source interface {
 	Close() error
 }
 
+// Seeker is a Source that can say where it is and go back there when it is
+// opened again elsewhere: its spout task can then move to another cluster
+// member (a join, a graceful leave) without reading anything twice.
+type Seeker interface {
+	// Position is where the next root will be read from.
+	Position() uint64
+	// Seek makes Next continue at a position Position returned, on a source
+	// of the same task opened afresh.
+	Seek(pos uint64) error
+}
+
 // Factory opens the source of spout task `task` out of `tasks` parallel tasks.
 type Factory func(task, tasks int) (Source, error)
