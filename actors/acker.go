@@ -45,6 +45,7 @@ type ackerTask struct {
 	forwarded uint64 // entries passed on to their root's new acker
 	moved     []ledger.Record
 	clients   map[uint32]*actor.PID // remote clients by task id
+	fwd       *forwarder            // set once the acker moved to another member
 }
 
 func (a *ackerTask) Receive(ctx actor.Context) {
@@ -53,6 +54,9 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 			a.env.log.Errorf("%s: panic: %v\n%s", a.id, r, debug.Stack())
 		}
 	}()
+	if a.fwd.pass(ctx) {
+		return
+	}
 	if m, ok := ctx.Message().(*messages.AckerSet); ok {
 		a.env.learn(m) // a member other than the one that changed the set
 	}
@@ -65,6 +69,9 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 	case *cluster.ClusterInit:
 		a.init(ctx, m)
 	case *messages.AckerSet: // the check above acted on it
+	case *Moved:
+		a.move(ctx, m)
+		return
 	case *messages.Handover:
 		a.adopt(m)
 	case *actor.Terminated:
@@ -105,13 +112,44 @@ func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	expect := a.expect(a.dir)
 	a.l = ledger.New(ledger.Config{Generations: e.cfg.Generations, ExpectedInFlight: expect,
 		MaxInFlight: maxInFlight(expect)})
-	a.res = newResolver(ctx, m.Cluster)
+	a.res = newResolver(ctx, a.env, m.Cluster)
 	a.root = ctx.ActorSystem().Root
 	tasks := e.topo.Tasks()
 	a.completed, a.failed, a.expired = newOutbox(tasks), newOutbox(tasks), newOutbox(tasks)
 	a.onExpire = func(id uint64, task uint32) { a.expired.add(task, id) }
 	every := e.cfg.rotateEvery()
 	a.cancel = scheduler.NewTimerScheduler(a.root).SendRepeatedly(every, every, ctx.Self(), &rotate{})
+}
+
+// move hands every record to the acker's activation on its new member,
+// then passes on what still reaches it here.
+func (a *ackerTask) move(ctx actor.Context, m *Moved) {
+	if a.l == nil {
+		if m.Done != nil {
+			m.Done()
+		}
+		return
+	}
+	f := moveTo(ctx, m, a.id, a.env.log)
+	if f == nil {
+		return
+	}
+	a.flush()
+	if a.cancel != nil {
+		a.cancel()
+	}
+	h := &messages.Handover{Version: a.dir.version}
+	for _, r := range a.l.Extract(func(uint64) bool { return true }, nil) {
+		a.addHandover(h, r)
+	}
+	if len(h.SpringIds) > 0 {
+		a.root.Send(f.to, h)
+	}
+	a.fwd = f
+	a.env.log.Debugf("%s: moved to %s with %d records", a.id, f.to.Address, len(h.SpringIds))
+	if m.Done != nil {
+		m.Done()
+	}
 }
 
 // expect is this acker's share of the roots the spouts may keep in flight
@@ -155,6 +193,11 @@ func (a *ackerTask) handover(out map[int]*messages.Handover, r ledger.Record) {
 		h = &messages.Handover{Version: a.dir.version}
 		out[o] = h
 	}
+	a.addHandover(h, r)
+}
+
+// addHandover appends a record (and its client's address) to h.
+func (a *ackerTask) addHandover(h *messages.Handover, r ledger.Record) {
 	flags := uint32(0)
 	if r.Init {
 		flags |= 1

@@ -29,10 +29,15 @@ type processorTask struct {
 	ackTimer   bool // a flushAcks is scheduled
 	st         messages.TaskReport
 	lastReport time.Time
+	fwd        *forwarder    // set once the task moved to another member
+	reporter   *messages.Pid // the run's, as drains name it
 }
 
 func (p *processorTask) Receive(ctx actor.Context) {
 	defer p.recoverPanic()
+	if p.fwd.pass(ctx) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		p.init(ctx, m)
@@ -44,6 +49,10 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		p.drain(m)
 	case *messages.CounterQuery:
 		ctx.Respond(p.query(m))
+	case *Moved:
+		p.move(ctx, m)
+	case *messages.ProcessorState:
+		p.adopt(m)
 	case *flushAcks:
 		p.ackTimer = false
 		if p.col != nil {
@@ -76,7 +85,7 @@ func (p *processorTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	}
 	p.task, p.info = task, p.env.topo.taskInfo(task)
 	p.st.Task = task
-	p.res = newResolver(ctx, m.Cluster)
+	p.res = newResolver(ctx, p.env, m.Cluster)
 	p.root = ctx.ActorSystem().Root
 	p.self = ctx.Self()
 	p.drained = map[uint32]bool{}
@@ -109,6 +118,45 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 	if now := time.Now(); now.Sub(p.lastReport) >= p.env.cfg.ReportEvery {
 		p.lastReport = now
 		p.report(p.env.reporter.Load())
+	}
+}
+
+// move sends what the runtime knows of the task (drains, finished) to its
+// activation on its new member and passes on what still reaches it here.
+// User state does not move: a stateful processor (a counter) starts empty
+// there, which is why counters live on members that do not leave.
+func (p *processorTask) move(ctx actor.Context, m *Moved) {
+	f := moveTo(ctx, m, "processor "+p.info.Component, p.env.log)
+	if f == nil {
+		return
+	}
+	if p.col != nil {
+		p.col.flush()
+	}
+	st := &messages.ProcessorState{Finished: p.finished, Processed: p.st.Processed, Reporter: p.reporter}
+	for t := range p.drained {
+		st.Drained = append(st.Drained, t)
+	}
+	p.root.Send(f.to, st)
+	p.fwd = f
+	if m.Done != nil {
+		m.Done()
+	}
+}
+
+// adopt takes over the state of the task's earlier activation: its drains
+// add to those that reached this one already.
+func (p *processorTask) adopt(m *messages.ProcessorState) {
+	if p.col == nil || p.finished {
+		return
+	}
+	p.st.Processed += m.Processed
+	if m.Finished { // Finish ran there, and the drains went on
+		p.finished = true
+		return
+	}
+	for _, t := range m.Drained {
+		p.drain(&messages.Drain{FromTask: t, Reporter: m.Reporter})
 	}
 }
 
@@ -163,6 +211,9 @@ func (p *processorTask) process(t *Tuple) {
 func (p *processorTask) drain(m *messages.Drain) {
 	if p.col == nil || p.finished {
 		return
+	}
+	if m.Reporter != nil {
+		p.reporter = m.Reporter
 	}
 	p.drained[m.FromTask] = true
 	if len(p.drained) < p.env.topo.tasks[p.task].upstream {

@@ -144,8 +144,10 @@ type env struct {
 	reporter atomic.Pointer[actor.PID] // the local Run's, for progress between drains
 
 	dir       atomic.Pointer[directory] // the acker set; SetAckers replaces it
-	maxAckers atomic.Int32              // the most ackers there have been
-	setMu     sync.Mutex                // serialises SetAckers
+	epoch     atomic.Uint64             // topology changes seen by this member
+	topoOnce  sync.Once
+	maxAckers atomic.Int32 // the most ackers there have been
+	setMu     sync.Mutex   // serialises SetAckers
 }
 
 func (e *env) tracking() bool { return e.cfg.Ackers > 0 }
@@ -334,6 +336,13 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 			return nil, fmt.Errorf("run: %w", ctx.Err())
 		case <-rep.allDone:
 			done = true
+		case <-rep.moved: // a spout task moved to another member: start it there
+			for _, task := range rep.restarts() {
+				if err := rt.startSpout(c, rep, task, rpid); err != nil {
+					e.log.WithError(err).Warn("run: restarting a moved spout task")
+				}
+			}
+			continue
 		case <-tick.C:
 			if l := lostAt.Load(); l != 0 && time.Since(time.Unix(0, l)) < e.cfg.spoutDeadline()+5*time.Second {
 				rt.resume(c, rep, rpid)
@@ -372,21 +381,32 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 }
 
 // startSpouts sends StartSpout to every spout task not done yet: at the
-// start, and again after a member left (a started task ignores it; one
-// that died with its member starts afresh elsewhere and re-reads its
-// source, so its roots are processed at least once).
+// start, after a spout task moved (its new activation resumes from the
+// state it handed over) and after a member left (a started task ignores
+// it; one that died with its member starts afresh elsewhere, from the last
+// state it handed over if it ever moved, and re-reads its source, so its
+// roots are processed at least once).
 func (rt *Runtime) startSpouts(c *cluster.Cluster, rep *reporter, reporter *messages.Pid) error {
 	e := rt.env
 	for task := range uint32(e.topo.Tasks()) {
 		if !e.topo.tasks[task].Spout || rep.isDone(task) {
 			continue
 		}
-		p := c.Get(e.topo.identity(task), KindSpout)
-		if p == nil {
-			return fmt.Errorf("run: no member hosts spout task %s", e.topo.identity(task))
+		if err := rt.startSpout(c, rep, task, reporter); err != nil {
+			return err
 		}
-		c.ActorSystem.Root.Send(p, &messages.StartSpout{Reporter: reporter})
 	}
+	return nil
+}
+
+// startSpout sends StartSpout to one spout task, with its latest state.
+func (rt *Runtime) startSpout(c *cluster.Cluster, rep *reporter, task uint32, reporter *messages.Pid) error {
+	e := rt.env
+	p := c.Get(e.topo.identity(task), KindSpout)
+	if p == nil {
+		return fmt.Errorf("run: no member hosts spout task %s", e.topo.identity(task))
+	}
+	c.ActorSystem.Root.Send(p, &messages.StartSpout{Reporter: reporter, State: rep.stateOf(task)})
 	return nil
 }
 
@@ -433,6 +453,9 @@ func (rt *Runtime) stopTasks(c *cluster.Cluster) {
 type reporter struct {
 	mu      sync.Mutex
 	tasks   map[uint32]*messages.TaskReport
+	states  map[uint32]*messages.SpoutState // of spout tasks that moved
+	restart map[uint32]bool                 // moved spout tasks to start again
+	moved   chan struct{}                   // a spout task moved: start it again
 	total   map[uint32]int64
 	want    int
 	done    int
@@ -441,10 +464,24 @@ type reporter struct {
 }
 
 func newReporter(tasks int) *reporter {
-	return &reporter{tasks: map[uint32]*messages.TaskReport{}, errs: map[uint32]string{}, want: tasks, allDone: make(chan struct{})}
+	return &reporter{tasks: map[uint32]*messages.TaskReport{}, errs: map[uint32]string{}, want: tasks,
+		allDone: make(chan struct{}), states: map[uint32]*messages.SpoutState{}, restart: map[uint32]bool{},
+		moved: make(chan struct{}, 1)}
 }
 
 func (r *reporter) receive(ctx actor.Context) {
+	if m, ok := ctx.Message().(*messages.SpoutMoved); ok && m.State != nil {
+		r.mu.Lock()
+		r.states[m.Task] = m.State
+		r.restart[m.Task] = true
+		r.mu.Unlock()
+		ctx.Respond(&messages.SpoutMoved{Task: m.Task}) // the state is safe here
+		select {
+		case r.moved <- struct{}{}:
+		default: // a start is pending already
+		}
+		return
+	}
 	m, ok := ctx.Message().(*messages.TaskReport)
 	if !ok {
 		return
@@ -464,6 +501,25 @@ func (r *reporter) receive(ctx actor.Context) {
 			close(r.allDone)
 		}
 	}
+}
+
+// restarts takes the moved spout tasks waiting to be started again.
+func (r *reporter) restarts() []uint32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []uint32
+	for t := range r.restart {
+		out = append(out, t)
+	}
+	clear(r.restart)
+	return out
+}
+
+// stateOf is the latest state a spout task handed over when it moved.
+func (r *reporter) stateOf(task uint32) *messages.SpoutState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.states[task]
 }
 
 func (r *reporter) isDone(task uint32) bool {
@@ -520,15 +576,32 @@ func pidOf(p *messages.Pid) *actor.PID {
 
 // resolver finds and caches the PIDs of virtual actors. It watches every
 // PID it hands out, so that the owner forgets one whose actor stopped (the
-// next get re-activates the grain, on whichever member now owns it).
+// next get re-activates the grain, on whichever member now owns it), and
+// it forgets them all when the cluster's members change (grains move).
 type resolver struct {
 	c     *cluster.Cluster
 	watch func(*actor.PID)
 	cache map[string]*actor.PID
+	epoch *atomic.Uint64 // bumped by every topology change
+	seen  uint64
 }
 
-func newResolver(ctx actor.Context, c *cluster.Cluster) resolver {
-	return resolver{c: c, watch: ctx.Watch}
+func newResolver(ctx actor.Context, e *env, c *cluster.Cluster) resolver {
+	e.watchTopology(c)
+	return resolver{c: c, watch: ctx.Watch, epoch: &e.epoch}
+}
+
+// watchTopology counts the member's topology changes, and the evacuations
+// announced by members about to leave, in e.epoch.
+func (e *env) watchTopology(c *cluster.Cluster) {
+	e.topoOnce.Do(func() {
+		c.ActorSystem.EventStream.Subscribe(func(ev any) {
+			switch ev.(type) {
+			case *cluster.ClusterTopology, *messages.MemberEvacuated:
+				e.epoch.Add(1)
+			}
+		})
+	})
 }
 
 // forget drops a PID whose actor terminated.
@@ -541,6 +614,12 @@ func (r *resolver) forget(who *actor.PID) {
 }
 
 func (r *resolver) get(kind, identity string) *actor.PID {
+	if r.epoch != nil {
+		if n := r.epoch.Load(); n != r.seen {
+			clear(r.cache)
+			r.seen = n
+		}
+	}
 	key := kind + "\x00" + identity
 	if p, ok := r.cache[key]; ok {
 		return p

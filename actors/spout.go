@@ -59,10 +59,19 @@ type spoutTask struct {
 	pulling   bool // a pull is queued or scheduled
 	finished  bool
 	st        messages.TaskReport
+	fwd       *forwarder // set once the task moved to another member
+	early     []any      // Completed and Failed that came before StartSpout
 }
+
+// maxEarly bounds the notifications a spout task keeps before it starts
+// (a moved task's new activation hears from ackers before its state comes).
+const maxEarly = 4096
 
 func (s *spoutTask) Receive(ctx actor.Context) {
 	defer s.recoverPanic()
+	if s.fwd.pass(ctx) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		s.init(ctx, m)
@@ -76,9 +85,17 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 	case *spoutTick:
 		s.tick()
 	case *messages.Completed:
+		if s.hold(m) {
+			return
+		}
 		s.completed(m)
 	case *messages.Failed:
+		if s.hold(m) {
+			return
+		}
 		s.failed(m)
+	case *Moved:
+		s.move(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
 		if s.cancel != nil {
 			s.cancel()
@@ -116,7 +133,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 		return
 	}
 	s.task, s.info = task, s.env.topo.taskInfo(task)
-	s.res = newResolver(ctx, m.Cluster)
+	s.res = newResolver(ctx, s.env, m.Cluster)
 	s.root = ctx.ActorSystem().Root
 	s.self = ctx.Self()
 	s.pending = map[uint64]pendingRoot{}
@@ -126,12 +143,103 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	s.col = newCollector(s.env, task, s.sendTuples, nil, nil)
 }
 
+// move hands the task's state to the run's reporter, which starts the
+// task's activation on its new member from it, and passes on what still
+// reaches it here.
+func (s *spoutTask) move(ctx actor.Context, m *Moved) {
+	f := moveTo(ctx, m, fmt.Sprintf("spout %s/%d", s.info.Component, s.info.Index), s.env.log)
+	if f == nil {
+		return
+	}
+	if s.started && !s.finished && s.src != nil {
+		s.flush()
+		if s.cancel != nil {
+			s.cancel()
+		}
+		st := s.state()
+		if err := s.src.Close(); err != nil {
+			s.env.log.WithError(err).Warnf("spout %s: closing its source", s.info.Component)
+		}
+		s.src = nil
+		if s.reporter != nil { // wait until the run has the state: it restarts the task from it
+			_, err := s.root.RequestFuture(s.reporter, &messages.SpoutMoved{Task: s.task, State: st}, 5*time.Second).Result()
+			if err != nil {
+				s.env.log.WithError(err).Errorf("spout %s/%d: handing its state to the run", s.info.Component, s.info.Index)
+			}
+		}
+	}
+	s.fwd = f
+	if m.Done != nil {
+		m.Done()
+	}
+}
+
+// state is what a moved task's new activation resumes from.
+func (s *spoutTask) state() *messages.SpoutState {
+	st := &messages.SpoutState{Seq: s.seq, Exhausted: s.exhausted, Report: s.snapshot()}
+	if sk, ok := s.src.(source.Seeker); ok {
+		st.Position, st.Seekable = sk.Position(), true
+	}
+	for id, p := range s.pending {
+		st.SpringIds = append(st.SpringIds, id)
+		st.RootIds = append(st.RootIds, p.id)
+		st.Times = append(st.Times, p.time)
+		st.Deadlines = append(st.Deadlines, p.deadline)
+		st.Attempts = append(st.Attempts, p.attempt)
+	}
+	return st
+}
+
+// restore resumes from the state of the task's earlier activation: its
+// source's position, sequence, pending roots and counters.
+func (s *spoutTask) restore(st *messages.SpoutState) {
+	n := len(st.SpringIds)
+	if len(st.RootIds) != n || len(st.Times) != n || len(st.Deadlines) != n || len(st.Attempts) != n {
+		s.env.log.Errorf("spout %s/%d: malformed state (%d springIds); starting afresh", s.info.Component, s.info.Index, n)
+		return
+	}
+	switch sk, ok := s.src.(source.Seeker); {
+	case st.Exhausted:
+		s.exhausted = true
+	case st.Seekable && ok:
+		if err := sk.Seek(st.Position); err != nil {
+			s.env.log.WithError(err).Errorf("spout %s/%d: resuming its source; reading it again from the start", s.info.Component, s.info.Index)
+		}
+	default:
+		s.env.log.Warnf("spout %s/%d: its source cannot seek; reading it again from the start", s.info.Component, s.info.Index)
+	}
+	s.seq = st.Seq
+	s.env.log.Debugf("spout %s/%d: resumed with %d pending roots", s.info.Component, s.info.Index, len(st.SpringIds))
+	for i, id := range st.SpringIds {
+		s.pending[id] = pendingRoot{id: st.RootIds[i], time: st.Times[i], deadline: st.Deadlines[i], attempt: st.Attempts[i]}
+	}
+	if r := st.Report; r != nil {
+		s.st.Roots, s.st.Completed, s.st.Failed, s.st.TimedOut = r.Roots, r.Completed, r.Failed, r.TimedOut
+		s.st.Replayed, s.st.DeadLettered, s.st.PeakInFlight = r.Replayed, r.DeadLettered, r.PeakInFlight
+		s.col.emitted = r.Emitted
+	}
+}
+
 // randomSeq starts a task's sequence at a random point, so that a restarted
 // task does not reuse the springIds of records still in flight.
 func randomSeq() uint64 {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return binary.LittleEndian.Uint64(b[:]) >> (64 - springBits + 1) // leave room to count
+}
+
+// hold keeps a notification that came before the task started: a moved
+// task's new activation learns of its pending roots from StartSpout.
+func (s *spoutTask) hold(m any) bool {
+	if s.started || s.col == nil {
+		return false
+	}
+	if len(s.early) >= maxEarly {
+		s.env.log.Errorf("spout %s/%d: %d notifications before start; dropping one (its roots replay at their deadline)", s.info.Component, s.info.Index, maxEarly)
+		return true
+	}
+	s.early = append(s.early, m)
+	return true
 }
 
 func (s *spoutTask) start(m *messages.StartSpout) {
@@ -148,6 +256,18 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	}
 	s.src = src
 	s.st.Total = src.Total()
+	if m.State != nil {
+		s.restore(m.State)
+	}
+	for _, e := range s.early {
+		switch e := e.(type) {
+		case *messages.Completed:
+			s.completed(e)
+		case *messages.Failed:
+			s.failed(e)
+		}
+	}
+	s.early = nil
 	every := min(s.env.cfg.ReportEvery, s.env.cfg.Timeout/4)
 	s.cancel = scheduler.NewTimerScheduler(s.root).SendRepeatedly(every, every, s.self, &spoutTick{})
 	s.pull()

@@ -215,8 +215,30 @@ func (n *Node) CloseClient() {
 	c.ActorSystem.Shutdown()
 }
 
-// Leave leaves the cluster gracefully: the other members learn of it at
-// once rather than after a failed health check.
+// Leave leaves the cluster gracefully: its grains move to the members that
+// own them once it is gone (handing their state over, see Placement), then
+// the other members learn of it at once rather than after a failed health
+// check, while it passes on what still reaches it for a moment.
 func (n *Node) Leave() {
-	n.Cluster.Shutdown(true)
+	Leave(n.Cluster, leaveGrace)
+}
+
+// leaveGrace is how long a leaving member keeps passing messages on after
+// it told the provider it leaves: long enough for the automanaged
+// provider's health checks (1 s by default) to notice.
+const leaveGrace = 2 * time.Second
+
+// Leave takes a member out of the cluster without losing what its grains
+// hold: they move to the members that own them without it (Evacuate); for
+// grace it still passes on what reaches it, while the others look grains
+// up again; then the provider learns that it leaves, and for grace more it
+// answers members that have not heard yet.
+func Leave(c *pcluster.Cluster, grace time.Duration) {
+	Evacuate(c)
+	time.Sleep(grace) // stragglers pass through while the others still take our messages
+	if err := c.Config.ClusterProvider.Shutdown(true); err != nil {
+		c.Logger().Warn("leaving: the provider", slog.Any("error", err))
+	}
+	time.Sleep(grace)
+	c.Shutdown(true)
 }

@@ -534,6 +534,7 @@ func (x *Pid) GetId() string {
 type StartSpout struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reporter      *Pid                   `protobuf:"bytes,1,opt,name=reporter,proto3" json:"reporter,omitempty"`
+	State         *SpoutState            `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // where to resume: the task moved from another member
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -575,6 +576,254 @@ func (x *StartSpout) GetReporter() *Pid {
 	return nil
 }
 
+func (x *StartSpout) GetState() *SpoutState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// SpoutState is a spout task's state as it moves to another member: its
+// source's position, its springId sequence and its pending roots (columns).
+type SpoutState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Position      uint64                 `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+	Seekable      bool                   `protobuf:"varint,3,opt,name=seekable,proto3" json:"seekable,omitempty"` // position is valid (the source is a Seeker)
+	Exhausted     bool                   `protobuf:"varint,4,opt,name=exhausted,proto3" json:"exhausted,omitempty"`
+	SpringIds     []uint64               `protobuf:"fixed64,5,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
+	RootIds       []uint64               `protobuf:"fixed64,6,rep,packed,name=root_ids,json=rootIds,proto3" json:"root_ids,omitempty"`
+	Times         []int64                `protobuf:"varint,7,rep,packed,name=times,proto3" json:"times,omitempty"`
+	Deadlines     []int64                `protobuf:"varint,8,rep,packed,name=deadlines,proto3" json:"deadlines,omitempty"`
+	Attempts      []int32                `protobuf:"varint,9,rep,packed,name=attempts,proto3" json:"attempts,omitempty"`
+	Report        *TaskReport            `protobuf:"bytes,10,opt,name=report,proto3" json:"report,omitempty"` // its counters so far
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpoutState) Reset() {
+	*x = SpoutState{}
+	mi := &file_acktor_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpoutState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpoutState) ProtoMessage() {}
+
+func (x *SpoutState) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpoutState.ProtoReflect.Descriptor instead.
+func (*SpoutState) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SpoutState) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SpoutState) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *SpoutState) GetSeekable() bool {
+	if x != nil {
+		return x.Seekable
+	}
+	return false
+}
+
+func (x *SpoutState) GetExhausted() bool {
+	if x != nil {
+		return x.Exhausted
+	}
+	return false
+}
+
+func (x *SpoutState) GetSpringIds() []uint64 {
+	if x != nil {
+		return x.SpringIds
+	}
+	return nil
+}
+
+func (x *SpoutState) GetRootIds() []uint64 {
+	if x != nil {
+		return x.RootIds
+	}
+	return nil
+}
+
+func (x *SpoutState) GetTimes() []int64 {
+	if x != nil {
+		return x.Times
+	}
+	return nil
+}
+
+func (x *SpoutState) GetDeadlines() []int64 {
+	if x != nil {
+		return x.Deadlines
+	}
+	return nil
+}
+
+func (x *SpoutState) GetAttempts() []int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *SpoutState) GetReport() *TaskReport {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+// SpoutMoved goes from a spout task that moves to its run's reporter, which
+// starts the task's new activation from the state.
+type SpoutMoved struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          uint32                 `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"`
+	State         *SpoutState            `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpoutMoved) Reset() {
+	*x = SpoutMoved{}
+	mi := &file_acktor_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpoutMoved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpoutMoved) ProtoMessage() {}
+
+func (x *SpoutMoved) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpoutMoved.ProtoReflect.Descriptor instead.
+func (*SpoutMoved) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SpoutMoved) GetTask() uint32 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *SpoutMoved) GetState() *SpoutState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// ProcessorState is a processor task's state as it moves to another member.
+type ProcessorState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Drained       []uint32               `protobuf:"varint,1,rep,packed,name=drained,proto3" json:"drained,omitempty"` // upstream tasks that drained
+	Finished      bool                   `protobuf:"varint,2,opt,name=finished,proto3" json:"finished,omitempty"`
+	Processed     uint64                 `protobuf:"varint,3,opt,name=processed,proto3" json:"processed,omitempty"`
+	Reporter      *Pid                   `protobuf:"bytes,4,opt,name=reporter,proto3" json:"reporter,omitempty"` // where the run hears of the task (from its drains)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessorState) Reset() {
+	*x = ProcessorState{}
+	mi := &file_acktor_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessorState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessorState) ProtoMessage() {}
+
+func (x *ProcessorState) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessorState.ProtoReflect.Descriptor instead.
+func (*ProcessorState) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ProcessorState) GetDrained() []uint32 {
+	if x != nil {
+		return x.Drained
+	}
+	return nil
+}
+
+func (x *ProcessorState) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
+}
+
+func (x *ProcessorState) GetProcessed() uint64 {
+	if x != nil {
+		return x.Processed
+	}
+	return 0
+}
+
+func (x *ProcessorState) GetReporter() *Pid {
+	if x != nil {
+		return x.Reporter
+	}
+	return nil
+}
+
 // Drain follows the last tuple a task will ever send downstream. A processor
 // task that has drains from all its upstream tasks finishes and passes one on.
 type Drain struct {
@@ -587,7 +836,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_acktor_proto_msgTypes[8]
+	mi := &file_acktor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +848,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[8]
+	mi := &file_acktor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +861,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{8}
+	return file_acktor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Drain) GetFromTask() uint32 {
@@ -653,7 +902,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_acktor_proto_msgTypes[9]
+	mi := &file_acktor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +914,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[9]
+	mi := &file_acktor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +927,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{9}
+	return file_acktor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TaskReport) GetTask() uint32 {
@@ -788,7 +1037,7 @@ type AckerStatsRequest struct {
 
 func (x *AckerStatsRequest) Reset() {
 	*x = AckerStatsRequest{}
-	mi := &file_acktor_proto_msgTypes[10]
+	mi := &file_acktor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +1049,7 @@ func (x *AckerStatsRequest) String() string {
 func (*AckerStatsRequest) ProtoMessage() {}
 
 func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[10]
+	mi := &file_acktor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +1062,7 @@ func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStatsRequest.ProtoReflect.Descriptor instead.
 func (*AckerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{10}
+	return file_acktor_proto_rawDescGZIP(), []int{13}
 }
 
 type AckerStats struct {
@@ -839,7 +1088,7 @@ type AckerStats struct {
 
 func (x *AckerStats) Reset() {
 	*x = AckerStats{}
-	mi := &file_acktor_proto_msgTypes[11]
+	mi := &file_acktor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1100,7 @@ func (x *AckerStats) String() string {
 func (*AckerStats) ProtoMessage() {}
 
 func (x *AckerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[11]
+	mi := &file_acktor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1113,7 @@ func (x *AckerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStats.ProtoReflect.Descriptor instead.
 func (*AckerStats) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{11}
+	return file_acktor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AckerStats) GetId() string {
@@ -986,7 +1235,7 @@ type AckerSet struct {
 
 func (x *AckerSet) Reset() {
 	*x = AckerSet{}
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1247,7 @@ func (x *AckerSet) String() string {
 func (*AckerSet) ProtoMessage() {}
 
 func (x *AckerSet) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1260,7 @@ func (x *AckerSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerSet.ProtoReflect.Descriptor instead.
 func (*AckerSet) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{12}
+	return file_acktor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AckerSet) GetVersion() uint64 {
@@ -1052,7 +1301,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1313,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1326,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{13}
+	return file_acktor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Handover) GetSpringIds() []uint64 {
@@ -1136,7 +1385,7 @@ type CounterQuery struct {
 
 func (x *CounterQuery) Reset() {
 	*x = CounterQuery{}
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1397,7 @@ func (x *CounterQuery) String() string {
 func (*CounterQuery) ProtoMessage() {}
 
 func (x *CounterQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1410,7 @@ func (x *CounterQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
 func (*CounterQuery) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{14}
+	return file_acktor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CounterQuery) GetKeys() []string {
@@ -1215,7 +1464,7 @@ type CounterResult struct {
 
 func (x *CounterResult) Reset() {
 	*x = CounterResult{}
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1476,7 @@ func (x *CounterResult) String() string {
 func (*CounterResult) ProtoMessage() {}
 
 func (x *CounterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1489,7 @@ func (x *CounterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
 func (*CounterResult) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{15}
+	return file_acktor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CounterResult) GetKeys() []string {
@@ -1334,6 +1583,54 @@ func (x *CounterResult) GetError() string {
 	return ""
 }
 
+// MemberEvacuated is broadcast by a member that moved its grains away
+// before it leaves: the other members look grains up again at once, while
+// it still passes on what reaches it (once it has left they drop its
+// messages).
+type MemberEvacuated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberEvacuated) Reset() {
+	*x = MemberEvacuated{}
+	mi := &file_acktor_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberEvacuated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberEvacuated) ProtoMessage() {}
+
+func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberEvacuated.ProtoReflect.Descriptor instead.
+func (*MemberEvacuated) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MemberEvacuated) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 var File_acktor_proto protoreflect.FileDescriptor
 
 const file_acktor_proto_rawDesc = "" +
@@ -1377,10 +1674,34 @@ const file_acktor_proto_rawDesc = "" +
 	"\x05times\x18\b \x03(\x03R\x05times\"/\n" +
 	"\x03Pid\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"5\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"_\n" +
 	"\n" +
 	"StartSpout\x12'\n" +
-	"\breporter\x18\x01 \x01(\v2\v.acktor.PidR\breporter\"M\n" +
+	"\breporter\x18\x01 \x01(\v2\v.acktor.PidR\breporter\x12(\n" +
+	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\"\xaa\x02\n" +
+	"\n" +
+	"SpoutState\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
+	"\bposition\x18\x02 \x01(\x04R\bposition\x12\x1a\n" +
+	"\bseekable\x18\x03 \x01(\bR\bseekable\x12\x1c\n" +
+	"\texhausted\x18\x04 \x01(\bR\texhausted\x12\x1d\n" +
+	"\n" +
+	"spring_ids\x18\x05 \x03(\x06R\tspringIds\x12\x19\n" +
+	"\broot_ids\x18\x06 \x03(\x06R\arootIds\x12\x14\n" +
+	"\x05times\x18\a \x03(\x03R\x05times\x12\x1c\n" +
+	"\tdeadlines\x18\b \x03(\x03R\tdeadlines\x12\x1a\n" +
+	"\battempts\x18\t \x03(\x05R\battempts\x12*\n" +
+	"\x06report\x18\n" +
+	" \x01(\v2\x12.acktor.TaskReportR\x06report\"J\n" +
+	"\n" +
+	"SpoutMoved\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\rR\x04task\x12(\n" +
+	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\"\x8d\x01\n" +
+	"\x0eProcessorState\x12\x18\n" +
+	"\adrained\x18\x01 \x03(\rR\adrained\x12\x1a\n" +
+	"\bfinished\x18\x02 \x01(\bR\bfinished\x12\x1c\n" +
+	"\tprocessed\x18\x03 \x01(\x04R\tprocessed\x12'\n" +
+	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"M\n" +
 	"\x05Drain\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12'\n" +
 	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\x85\x03\n" +
@@ -1458,7 +1779,9 @@ const file_acktor_proto_rawDesc = "" +
 	" \x01(\x04R\arefused\x12\x1b\n" +
 	"\tlive_keys\x18\v \x01(\x04R\bliveKeys\x12\x10\n" +
 	"\x03ids\x18\f \x01(\x04R\x03ids\x12\x14\n" +
-	"\x05error\x18\r \x01(\tR\x05error*?\n" +
+	"\x05error\x18\r \x01(\tR\x05error\"+\n" +
+	"\x0fMemberEvacuated\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress*?\n" +
 	"\n" +
 	"FailReason\x12\x18\n" +
 	"\x14FAIL_REASON_EXPLICIT\x10\x00\x12\x17\n" +
@@ -1477,7 +1800,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -1488,28 +1811,36 @@ var file_acktor_proto_goTypes = []any{
 	(*TupleBatch)(nil),        // 6: acktor.TupleBatch
 	(*Pid)(nil),               // 7: acktor.Pid
 	(*StartSpout)(nil),        // 8: acktor.StartSpout
-	(*Drain)(nil),             // 9: acktor.Drain
-	(*TaskReport)(nil),        // 10: acktor.TaskReport
-	(*AckerStatsRequest)(nil), // 11: acktor.AckerStatsRequest
-	(*AckerStats)(nil),        // 12: acktor.AckerStats
-	(*AckerSet)(nil),          // 13: acktor.AckerSet
-	(*Handover)(nil),          // 14: acktor.Handover
-	(*CounterQuery)(nil),      // 15: acktor.CounterQuery
-	(*CounterResult)(nil),     // 16: acktor.CounterResult
-	nil,                       // 17: acktor.Handover.ClientsEntry
+	(*SpoutState)(nil),        // 9: acktor.SpoutState
+	(*SpoutMoved)(nil),        // 10: acktor.SpoutMoved
+	(*ProcessorState)(nil),    // 11: acktor.ProcessorState
+	(*Drain)(nil),             // 12: acktor.Drain
+	(*TaskReport)(nil),        // 13: acktor.TaskReport
+	(*AckerStatsRequest)(nil), // 14: acktor.AckerStatsRequest
+	(*AckerStats)(nil),        // 15: acktor.AckerStats
+	(*AckerSet)(nil),          // 16: acktor.AckerSet
+	(*Handover)(nil),          // 17: acktor.Handover
+	(*CounterQuery)(nil),      // 18: acktor.CounterQuery
+	(*CounterResult)(nil),     // 19: acktor.CounterResult
+	(*MemberEvacuated)(nil),   // 20: acktor.MemberEvacuated
+	nil,                       // 21: acktor.Handover.ClientsEntry
 }
 var file_acktor_proto_depIdxs = []int32{
 	7,  // 0: acktor.Track.notify:type_name -> acktor.Pid
 	0,  // 1: acktor.Failed.reason:type_name -> acktor.FailReason
 	7,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
-	7,  // 3: acktor.Drain.reporter:type_name -> acktor.Pid
-	17, // 4: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
-	7,  // 5: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
-	6,  // [6:6] is the sub-list for method output_type
-	6,  // [6:6] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	9,  // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
+	13, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
+	9,  // 5: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
+	7,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
+	7,  // 7: acktor.Drain.reporter:type_name -> acktor.Pid
+	21, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	7,  // 9: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_acktor_proto_init() }
@@ -1523,7 +1854,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

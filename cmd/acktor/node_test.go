@@ -60,8 +60,13 @@ func writeNodeConfigs(t *testing.T, dir, input, timeout, driverExtra string) (pa
 // writeNodeConfigsWith is writeNodeConfigs with the etcd provider when
 // etcdAddr is not empty.
 func writeNodeConfigsWith(t *testing.T, dir, input, timeout, driverExtra, etcdAddr string) (paths, addrs []string) {
-	all := freePorts(t, 6)
-	ports, remotes := all[:3], all[3:]
+	return writeNodeConfigsN(t, 3, dir, input, timeout, driverExtra, etcdAddr)
+}
+
+// writeNodeConfigsN writes the configs of n members.
+func writeNodeConfigsN(t *testing.T, n int, dir, input, timeout, driverExtra, etcdAddr string) (paths, addrs []string) {
+	all := freePorts(t, 2*n)
+	ports, remotes := all[:n], all[n:]
 	var peers []string
 	for _, p := range ports {
 		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", p))
@@ -438,5 +443,50 @@ func TestNodeJobErrorsNameFields(t *testing.T) {
 	path := writeFile(t, "node.yaml", fmt.Sprintf("cluster:\n  automanaged:\n    port: %d\n    peers: [127.0.0.1:1]\ntracker:\n  ackers: -1\njob:\n  input: %s\n", freePorts(t, 1)[0], in))
 	if err := acktor(t, "node", "--config", path); err == nil || !strings.Contains(err.Error(), "tracker.ackers -1") {
 		t.Fatalf("error %v, want one naming tracker.ackers", err)
+	}
+}
+
+// TestNodeJoin: while the word count runs over three processes, a fourth
+// joins. The spout tasks, processor tasks and ackers whose identities now
+// belong to it move there with their state, so not one line fails or
+// replays, and the counts are exact.
+func TestNodeJoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four processes")
+	}
+	const lines = 2_500_000
+	dir := t.TempDir()
+	input, truth := writeInput(t, dir, lines)
+	paths, _ := writeNodeConfigsN(t, 4, dir, input, "30s", "", "")
+	startNode(t, paths[1])
+	startNode(t, paths[2])
+	driver, stderr := startDriver(t, paths[0])
+	sc := bufio.NewScanner(stderr)
+	tail := untilProgress(sc, nil) // the run is under way
+	startNode(t, paths[3])         // joins a second or so later
+	stuck := time.AfterFunc(90*time.Second, func() { _ = driver.Process.Kill() })
+	defer stuck.Stop()
+	after := 0
+	for sc.Scan() {
+		tail = append(tail, sc.Text())
+		if strings.Contains(sc.Text(), "progress:") {
+			after++
+		}
+	}
+	if err := driver.Wait(); err != nil {
+		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
+	}
+	if after < 3 { // the join takes about a second
+		t.Fatalf("the run ended %d s after the fourth member started: too soon to move anything", after)
+	}
+	st, b := readNodeStats(t, dir)
+	if st.Completed != lines || st.Failed != 0 || st.Replayed != 0 {
+		t.Fatalf("stats: %s", b)
+	}
+	got := readCounts(t, dir)
+	for w, n := range truth {
+		if got[w] != n {
+			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
+		}
 	}
 }

@@ -1,0 +1,65 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/scheduler"
+)
+
+// MoveGrace is how long a task that moved to another member keeps passing
+// on the messages that still reach it (senders look it up again once they
+// learn of the new topology, or when it stops).
+const MoveGrace = 10 * time.Second
+
+// Moved tells a task that its identity now belongs to another member: one
+// joined, or this one leaves. The task hands its state to its activation
+// there (Activate spawns it and returns its PID), passes on what still
+// reaches it for MoveGrace, then stops; Done (if not nil) is called once
+// the state is on its way. Cluster placement sends it within a member; it
+// never crosses the network.
+type Moved struct {
+	Activate func() (*actor.PID, error)
+	Done     func()
+}
+
+// stopForwarding is a moved task's timer message.
+type stopForwarding struct{}
+
+// forwarder is what is left of a task that moved: the PID to pass on to.
+type forwarder struct {
+	to *actor.PID
+}
+
+// pass forwards a user message of a moved task, keeping its sender so that
+// requests are answered from the new activation, and says whether it did.
+func (f *forwarder) pass(ctx actor.Context) bool {
+	if f == nil || f.to == nil {
+		return false
+	}
+	switch ctx.Message().(type) {
+	case *stopForwarding:
+		ctx.Stop(ctx.Self())
+		return true
+	case actor.SystemMessage, actor.AutoReceiveMessage, *cluster.ClusterInit, *Moved:
+		return false
+	}
+	ctx.Forward(f.to)
+	return true
+}
+
+// moveTo activates the task's new home and arms the end of forwarding; nil
+// when the activation failed (the task then stays and keeps working).
+func moveTo(ctx actor.Context, m *Moved, what string, log interface{ Errorf(string, ...any) }) *forwarder {
+	to, err := m.Activate()
+	if err != nil || to == nil {
+		log.Errorf("%s: moving to another member: %v; staying", what, err)
+		if m.Done != nil {
+			m.Done()
+		}
+		return nil
+	}
+	scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(MoveGrace, ctx.Self(), &stopForwarding{})
+	return &forwarder{to: to}
+}
