@@ -59,7 +59,7 @@ func TestSetAckersHandsOver(t *testing.T) {
 	w := &words{counts: map[string]int64{}, seed: 9, doneIDs: map[uint64]int{}}
 	cfg := DefaultConfig()
 	cfg.Ackers, cfg.MaxPending, cfg.BatchSize, cfg.ReportEvery = 2, 512, 64, time.Millisecond
-	cfg.Timeout = 3 * time.Second // a lost record would replay within the test
+	cfg.Timeout = 10 * time.Second // a lost record would replay within the test, a slow machine would not
 	cfg.Log = quietLog()
 	rt, err := New(w.topology(t, lines, 2), cfg)
 	if err != nil {
