@@ -129,9 +129,9 @@ func randomLines(seed uint64, n int) ([]string, map[string]int64) {
 	return lines, truth
 }
 
-// TestThreeMembers runs a word count over three members: tasks and ackers
-// spread over all of them, messages cross members as protobuf, the counters
-// stay on member 0, and the counts are exact.
+// TestThreeMembers runs a word count over three members: tasks spread over
+// them, messages cross members as protobuf, the counters stay on member 0,
+// and the counts are exact.
 func TestThreeMembers(t *testing.T) {
 	lines, truth := randomLines(4, 20_000)
 	cfg := DefaultConfig()
@@ -165,8 +165,8 @@ func TestThreeMembers(t *testing.T) {
 			}
 		}
 	}
-	if len(hosts) != 3 {
-		t.Errorf("tasks placed on %d members: %v", len(hosts), hosts)
+	if len(hosts) < 2 { // 11 tasks on 3 members: all 3 only ~95% of the time
+		t.Errorf("tasks placed on %d members: %v; messages never crossed members", len(hosts), hosts)
 	}
 }
 
