@@ -168,6 +168,10 @@ func (s *spoutTask) move(ctx actor.Context, m *Moved) {
 			}
 		}
 	}
+	for _, e := range s.early { // held before a start that never came here
+		s.root.Send(f.to, e)
+	}
+	s.early = nil
 	s.fwd = f
 	if m.Done != nil {
 		m.Done()
