@@ -82,9 +82,7 @@ func (o CounterOptions) withDefaults() (CounterOptions, error) {
 type Counter struct {
 	o    CounterOptions
 	w    *window.Sliding
-	ids  map[int64]*idSet // by pane number: the content ids applied
-	nIDs int
-	from int64 // the oldest pane number that ids may hold
+	seen *window.Seen // the content ids applied, per pane (ExactlyOnce)
 	st   messages.CounterResult
 }
 
@@ -98,7 +96,7 @@ func NewCounter(o CounterOptions) (*Counter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counter: %w", err)
 	}
-	return &Counter{o: o, w: w, ids: map[int64]*idSet{}}, nil
+	return &Counter{o: o, w: w, seen: window.NewSeen(o.Window.Pane, o.MaxIDs)}, nil
 }
 
 // Process implements Processor.
@@ -126,25 +124,25 @@ func (k *Counter) apply(t *Tuple) error {
 		value = v
 	}
 	cid, tm := t.ContentID(), t.Time()
-	var ids *idSet
-	if k.o.ExactlyOnce && cid != 0 {
+	dedupe := k.o.ExactlyOnce && cid != 0
+	if dedupe {
 		// Claim the id first (one probe sequence for the common new id),
 		// and give it back if the window does not take the update.
-		ids = k.idsOf(floorDiv(tm, int64(k.o.Window.Pane)))
-		full := k.nIDs >= k.o.MaxIDs
-		if (full && ids.has(cid)) || (!full && !ids.add(cid)) {
+		if start, _, ok := k.w.Bounds(); ok {
+			k.seen.Expire(start)
+		}
+		fresh, err := k.seen.Claim(tm, cid)
+		switch {
+		case err != nil:
+			return fmt.Errorf("counter: %w", err)
+		case !fresh:
 			k.st.Duplicates++
 			return nil
 		}
-		if full {
-			return errors.New("counter: MaxIDs content ids remembered")
-		}
-		k.nIDs++
 	}
 	err := k.w.Add(tm, []byte(vals[k.o.Key]), value)
-	if err != nil && ids != nil {
-		ids.remove(cid)
-		k.nIDs--
+	if err != nil && dedupe {
+		k.seen.Release(tm, cid)
 	}
 	switch {
 	case errors.Is(err, window.ErrLate):
@@ -157,33 +155,11 @@ func (k *Counter) apply(t *Tuple) error {
 	return nil
 }
 
-// idsOf returns the content ids of pane, first forgetting the panes that
-// left the window.
-func (k *Counter) idsOf(pane int64) *idSet {
-	if start, _, ok := k.w.Bounds(); ok {
-		if from := floorDiv(start, int64(k.o.Window.Pane)); from > k.from {
-			k.from = from
-			for p, s := range k.ids {
-				if p < from {
-					k.nIDs -= s.n
-					delete(k.ids, p)
-				}
-			}
-		}
-	}
-	s := k.ids[pane]
-	if s == nil {
-		s = &idSet{}
-		k.ids[pane] = s
-	}
-	return s
-}
-
 // Query implements Querier: the window's values of q's keys, its top
 // entries, or all of them, with the task's counters.
 func (k *Counter) Query(q *messages.CounterQuery) *messages.CounterResult {
 	r := &messages.CounterResult{Applied: k.st.Applied, Duplicates: k.st.Duplicates, Late: k.st.Late,
-		Refused: k.st.Refused, Ids: uint64(k.nIDs)}
+		Refused: k.st.Refused, Ids: uint64(k.seen.Len())}
 	r.Start, r.End, r.HasWindow = k.w.Bounds()
 	st := k.w.Stats()
 	r.LiveKeys = uint64(st.Live)
@@ -212,89 +188,6 @@ func (k *Counter) Query(q *messages.CounterQuery) *messages.CounterResult {
 // Querier is a processor that answers CounterQuery messages sent to its task.
 type Querier interface {
 	Query(q *messages.CounterQuery) *messages.CounterResult
-}
-
-func floorDiv(t, w int64) int64 {
-	q := t / w
-	if t%w < 0 {
-		q--
-	}
-	return q
-}
-
-// idSet is a set of non-zero content ids: open addressing with linear
-// probing, at most 3/4 full, 8 bytes a slot.
-type idSet struct {
-	slots []uint64
-	n     int
-}
-
-func (s *idSet) has(id uint64) bool {
-	if len(s.slots) == 0 {
-		return false
-	}
-	mask := uint64(len(s.slots) - 1)
-	for i := mix64(id) & mask; ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case id:
-			return true
-		case 0:
-			return false
-		}
-	}
-}
-
-// remove takes id out, shifting back the ids after it that probed past its
-// slot, so that no tombstones are needed.
-func (s *idSet) remove(id uint64) {
-	if len(s.slots) == 0 {
-		return
-	}
-	mask := uint64(len(s.slots) - 1)
-	i := mix64(id) & mask
-	for ; s.slots[i] != id; i = (i + 1) & mask {
-		if s.slots[i] == 0 {
-			return
-		}
-	}
-	for j := (i + 1) & mask; s.slots[j] != 0; j = (j + 1) & mask {
-		// Move slots[j] into the hole at i unless its home lies in (i, j].
-		if home := mix64(s.slots[j]) & mask; (j-home)&mask >= (j-i)&mask {
-			s.slots[i] = s.slots[j]
-			i = j
-		}
-	}
-	s.slots[i] = 0
-	s.n--
-}
-
-// add puts id in the set and says whether it was new.
-func (s *idSet) add(id uint64) bool {
-	if (s.n+1)*4 > len(s.slots)*3 {
-		s.grow()
-	}
-	mask := uint64(len(s.slots) - 1)
-	for i := mix64(id) & mask; ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case id:
-			return false
-		case 0:
-			s.slots[i] = id
-			s.n++
-			return true
-		}
-	}
-}
-
-func (s *idSet) grow() {
-	old := s.slots
-	s.slots = make([]uint64, max(16, 2*len(old)))
-	s.n = 0
-	for _, id := range old {
-		if id != 0 {
-			s.add(id)
-		}
-	}
 }
 
 // CounterResult is a counter component's answer to a query, merged over its

@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"io"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,32 +199,6 @@ func TestCounterOptionsRejected(t *testing.T) {
 		if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: Build() = %v, want an error with %q", tc.o, err, tc.want)
 		}
-	}
-}
-
-// TestIDSetModel checks the open-addressing id set against a map.
-func TestIDSetModel(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	var s idSet
-	model := map[uint64]bool{}
-	for range 50_000 {
-		id := 1 + rng.Uint64N(20_000) // collisions and repeats
-		if rng.IntN(4) == 0 {         // remove shifts later ids back
-			s.remove(id)
-			delete(model, id)
-		} else {
-			if got, want := s.add(id), !model[id]; got != want {
-				t.Fatalf("add(%d) = %v, want %v", id, got, want)
-			}
-			model[id] = true
-		}
-		probe := 1 + rng.Uint64N(40_000)
-		if s.has(probe) != model[probe] {
-			t.Fatalf("has(%d) = %v", probe, !model[probe])
-		}
-	}
-	if s.n != len(model) {
-		t.Fatalf("%d ids, model %d", s.n, len(model))
 	}
 }
 
