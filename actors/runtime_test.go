@@ -441,3 +441,82 @@ func TestPanicsOutsideProcessEndTheRun(t *testing.T) {
 		})
 	}
 }
+
+// brokerSource is a memSource whose lines starting with "bad" are
+// undecodable records and whose failed roots come back through Next, as
+// from a broker that redelivers (a JetStream Nak).
+type brokerSource struct {
+	memSource
+	again      []source.Root
+	redelivers map[uint64][]int32
+}
+
+func (b *brokerSource) Next() (source.Root, error) {
+	if len(b.again) > 0 {
+		r := b.again[0]
+		b.again = b.again[1:]
+		return r, nil
+	}
+	r, err := b.memSource.Next()
+	if err == nil && strings.HasPrefix(r.Payload, "bad") {
+		return source.Root{}, &source.BadRecord{ID: r.ID, Payload: r.Payload, Reason: "not UTF-8"}
+	}
+	return r, err
+}
+
+func (b *brokerSource) Redeliver(id uint64, attempt int32) error {
+	b.redelivers[id] = append(b.redelivers[id], attempt)
+	b.again = append(b.again, source.Root{ID: id, Payload: b.lines[id], Attempt: attempt + 1})
+	return nil
+}
+
+// TestBadRecordsAndRedelivery: a bad record is dead-lettered with its reason
+// and the source goes on; a failing root goes back to its broker (not to
+// Replay) with the attempt that failed, until it runs out of replays.
+func TestBadRecordsAndRedelivery(t *testing.T) {
+	lines := numbered(300, map[int]string{7: "bad one", 200: "bad two", 50: "flaky", 60: "poison"})
+	var mu sync.Mutex
+	src := &brokerSource{memSource: memSource{lines: lines, mu: &mu, done: map[uint64]int{}}, redelivers: map[uint64][]int32{}}
+	flaky := 0
+	var b Builder
+	b.Spout("lines", 1, func(task, tasks int) (source.Source, error) { return src, nil })
+	b.Processor("p", 2, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch v := tu.Values()[0]; {
+			case v == "poison":
+				c.Fail(tu)
+			case v == "flaky" && flaky < 2:
+				flaky++
+				c.Fail(tu)
+			default:
+				c.Ack(tu)
+			}
+		}), nil
+	}).Shuffle("lines")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &sinkRecorder{}
+	cfg := testConfig(1)
+	cfg.MaxReplays, cfg.DeadLetters = 3, sink
+	st := runTopology(t, topo, cfg)
+	if st.Roots != 300 || st.Completed != 297 || st.DeadLettered != 3 || st.Replayed != 5 {
+		t.Fatalf("stats %+v", st.Progress)
+	}
+	if got := fmt.Sprint(src.redelivers[50], src.redelivers[60]); got != "[0 1] [0 1 2]" {
+		t.Fatalf("redelivered attempts (flaky, poison) = %s", got)
+	}
+	reasons := map[uint64]string{}
+	for _, d := range sink.got {
+		reasons[d.RootID] = d.Reason
+	}
+	if reasons[7] != "not UTF-8" || reasons[200] != "not UTF-8" || !strings.Contains(reasons[60], "after 3 replays") {
+		t.Fatalf("dead letters %+v", sink.got)
+	}
+	if src.done[7] != 1 || src.done[60] != 1 || src.done[50] != 1 {
+		t.Fatalf("done %v %v %v", src.done[7], src.done[60], src.done[50])
+	}
+}

@@ -287,20 +287,27 @@ func (s *spoutTask) pull() {
 	s.setDeadline()
 	for n := 0; n < s.env.cfg.BatchSize && !s.exhausted && len(s.pending) < s.env.cfg.MaxPending; n++ {
 		r, err := s.src.Next()
+		var bad *source.BadRecord
 		switch {
 		case errors.Is(err, source.ErrNotReady):
 			wait = 2 * time.Millisecond
 		case errors.Is(err, io.EOF):
 			s.exhausted = true
+		case errors.As(err, &bad):
+			s.st.Roots++
+			s.deadLetter(pendingRoot{id: bad.ID}, bad.Payload, bad.Reason)
+			continue
 		case err != nil:
 			s.st.Error = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
 			s.exhausted = true
 		default:
-			s.st.Roots++
+			if r.Attempt == 0 {
+				s.st.Roots++
+			}
 			if r.Time == 0 {
 				r.Time = s.stamp
 			}
-			s.emit(pendingRoot{id: r.ID, time: r.Time}, r.Payload)
+			s.emit(pendingRoot{id: r.ID, time: r.Time, attempt: r.Attempt}, r.Payload)
 			continue
 		}
 		break
@@ -429,6 +436,10 @@ func (s *spoutTask) failed(m *messages.Failed) {
 
 // retry replays a failed root, or dead-letters it after MaxReplays replays.
 func (s *spoutTask) retry(p pendingRoot, reason string) {
+	if rd, ok := s.src.(source.Redeliverer); ok {
+		s.redeliver(rd, p, reason)
+		return
+	}
 	payload, err := s.src.Replay(p.id)
 	switch {
 	case err != nil:
@@ -439,6 +450,21 @@ func (s *spoutTask) retry(p pendingRoot, reason string) {
 		s.st.Replayed++
 		p.attempt++
 		s.emit(p, payload)
+	}
+}
+
+// redeliver leaves a failed root to its broker, which hands it out again
+// through Next; a root out of replays is dead-lettered as usual.
+func (s *spoutTask) redeliver(rd source.Redeliverer, p pendingRoot, reason string) {
+	if int(p.attempt) >= s.env.cfg.MaxReplays {
+		payload, _ := s.src.Replay(p.id) // for the dead letter, if the source kept it
+		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.attempt))
+		return
+	}
+	s.st.Replayed++
+	if err := rd.Redeliver(p.id, p.attempt); err != nil {
+		// The broker redelivers an unanswered root anyway, once its ack wait is over.
+		s.env.log.Warnf("spout %s/%d: redelivering root %d: %v", s.info.Component, s.info.Index, p.id, err)
 	}
 }
 

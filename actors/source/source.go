@@ -7,7 +7,10 @@
 // ErrNotReady while nothing has arrived, so the spout can keep serving acks.
 package source
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrNotReady means no root is available right now; ask again later.
 var ErrNotReady = errors.New("source: no root ready")
@@ -17,10 +20,34 @@ var ErrNotReady = errors.New("source: no root ready")
 // Done take; it stays the same across replays. Time is the root's event time
 // in unix nanoseconds when the source knows one (a record's timestamp); 0
 // lets the spout stamp the time it first read the root (ingestion time).
+// Attempt is how often the root was delivered before: 0 for a first delivery,
+// more when a Redeliverer's broker hands a failed root out again.
 type Root struct {
 	ID      uint64
 	Payload string
 	Time    int64
+	Attempt int32
+}
+
+// BadRecord is the error Next returns for a record that cannot become a root
+// (an undecodable payload). The spout hands it to the dead-letter sink with
+// its reason and calls Done(ID); the source keeps going.
+type BadRecord struct {
+	ID      uint64
+	Payload string
+	Reason  string
+}
+
+func (e *BadRecord) Error() string {
+	return fmt.Sprintf("source: bad record %d: %s", e.ID, e.Reason)
+}
+
+// Redeliverer is a Source whose broker redelivers failed roots itself (a
+// JetStream Nak with a backoff) instead of the spout re-emitting them from
+// Replay. Redeliver is told the attempt that failed (0 for the first); the
+// root comes back through Next with a higher Root.Attempt.
+type Redeliverer interface {
+	Redeliver(id uint64, attempt int32) error
 }
 
 // Source yields root tuples for one spout task.
