@@ -442,6 +442,8 @@ func (s *spoutTask) retry(p pendingRoot, reason string) {
 	}
 	payload, err := s.src.Replay(p.id)
 	switch {
+	case errors.Is(err, source.ErrReleased):
+		s.env.log.Debugf("spout %s/%d: root %d: %v", s.info.Component, s.info.Index, p.id, err)
 	case err != nil:
 		s.deadLetter(p, "", fmt.Sprintf("%s; replay failed: %v", reason, err))
 	case int(p.attempt) >= s.env.cfg.MaxReplays:

@@ -15,6 +15,12 @@ import (
 // ErrNotReady means no root is available right now; ask again later.
 var ErrNotReady = errors.New("source: no root ready")
 
+// ErrReleased is wrapped by the error Replay returns for a root its source
+// gave up, knowing that the broker hands it out again elsewhere: a Kafka
+// partition revoked from this consumer is re-read by its new owner from the
+// committed offset. The spout forgets such a root without a dead letter.
+var ErrReleased = errors.New("root released to the broker")
+
 // Root is one root tuple as a source hands it out. ID identifies the root
 // within its source (a file offset, a sequence number) and is what Replay and
 // Done take; it stays the same across replays. Time is the root's event time
