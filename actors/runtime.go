@@ -167,6 +167,9 @@ type Runtime struct {
 	start time.Time
 }
 
+// Topology is the topology this runtime runs.
+func (rt *Runtime) Topology() *Topology { return rt.env.topo }
+
 // Progress is the progress of the run this runtime drives, and false
 // before Run was called.
 func (rt *Runtime) Progress() (Progress, bool) {

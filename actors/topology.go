@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"github.com/acktor/acktor/actors/source"
 )
@@ -280,6 +281,18 @@ func (t *Topology) Tasks() int { return len(t.tasks) }
 func (t *Topology) Component(name string) (*Component, bool) {
 	c, ok := t.byName[name]
 	return c, ok
+}
+
+// Counters names the counter components, sorted.
+func (t *Topology) Counters() []string {
+	var out []string
+	for name, c := range t.byName {
+		if c.counter {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // taskInfo describes task id.

@@ -1,7 +1,8 @@
 // Package gateway is acktor's data access over HTTP: the tracker's status,
-// counter queries and the admin endpoint that changes the acker count.
-// Every response is JSON; errors are {"error": "..."} with a 4xx or 5xx
-// status. It binds to 127.0.0.1 unless configured otherwise.
+// counter queries, streams of both over WebSocket and server-sent events,
+// and the admin endpoint that changes the acker count. Every response is
+// JSON; errors are {"error": "..."} with a 4xx or 5xx status. It binds to
+// 127.0.0.1 unless configured otherwise.
 package gateway
 
 import (
@@ -62,13 +63,16 @@ type Server struct {
 	token string
 	log   logrus.FieldLogger
 	mux   *http.ServeMux
+	hub   *hub
 }
 
 // New makes a gateway over rt running on c. token may be empty (no admin).
 func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.FieldLogger) *Server {
-	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux()}
+	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux(), hub: newHub(DefaultMaxSubscribers, subBuffer)}
 	s.mux.HandleFunc("GET /api/status", s.status)
 	s.mux.HandleFunc("GET /api/counters/{component}", s.counters)
+	s.mux.HandleFunc("GET /api/stream/status", s.streamStatus)
+	s.mux.HandleFunc("GET /api/stream/counters/{component}", s.streamCounters)
 	s.mux.HandleFunc("POST /api/admin/ackers", s.setAckers)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
@@ -78,6 +82,10 @@ func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.Field
 
 // Handler is the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.mux }
+
+// Close ends every stream (WebSocket and SSE) and stops their pollers. Serve
+// calls it on the way out; a caller of Handler calls it itself.
+func (s *Server) Close() { s.hub.close() }
 
 // Serve listens on addr until ctx ends, then shuts down (in-flight requests
 // get a second to finish).
@@ -99,6 +107,7 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 	case err := <-done:
 		return fmt.Errorf("gateway: %w", err)
 	case <-ctx.Done():
+		s.Close() // streams end first: Shutdown waits for their requests
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
@@ -113,6 +122,7 @@ type Status struct {
 	AckerSet  AckerSet      `json:"acker_set"`
 	Ackers    []AckerStatus `json:"ackers"`
 	Run       *RunStatus    `json:"run,omitempty"` // on the member that drives the run
+	Counters  []string      `json:"counters"`      // counter components, for /api/counters
 	AckerErrs string        `json:"acker_error,omitempty"`
 }
 
@@ -167,11 +177,16 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		st.Ackers = append(st.Ackers, as)
 	}
 	if p, ok := s.rt.Progress(); ok {
-		st.Run = &RunStatus{Roots: p.Roots, Total: p.Total, Completed: p.Completed, Failed: p.Failed,
-			TimedOut: p.TimedOut, Replayed: p.Replayed, DeadLettered: p.DeadLettered, InFlight: p.InFlight,
-			Tuples: p.Tuples, ElapsedSeconds: p.Elapsed.Seconds()}
+		st.Run = runStatus(p)
 	}
+	st.Counters = s.rt.Topology().Counters()
 	writeJSON(w, http.StatusOK, st)
+}
+
+func runStatus(p actors.Progress) *RunStatus {
+	return &RunStatus{Roots: p.Roots, Total: p.Total, Completed: p.Completed, Failed: p.Failed,
+		TimedOut: p.TimedOut, Replayed: p.Replayed, DeadLettered: p.DeadLettered, InFlight: p.InFlight,
+		Tuples: p.Tuples, ElapsedSeconds: p.Elapsed.Seconds()}
 }
 
 // CounterAnswer is what GET /api/counters/{component} answers.
@@ -189,45 +204,42 @@ type CounterAnswer struct {
 // counters answers ?key=K (repeated) with the keys' window values and
 // ?top=N[&by=sum] with the top N.
 func (s *Server) counters(w http.ResponseWriter, r *http.Request) {
-	q := &messages.CounterQuery{Keys: r.URL.Query()["key"]}
-	if len(q.Keys) > maxKeys {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("key: %d keys, at most %d", len(q.Keys), maxKeys))
-		return
-	}
-	if v := r.URL.Query().Get("top"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxTop {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("top %q: want 1..%d", v, maxTop))
-			return
-		}
-		q.Top = uint32(n)
-	}
-	switch by := r.URL.Query().Get("by"); by {
-	case "", "count":
-	case "sum":
-		q.BySum = true
-	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("by %q: want count or sum", by))
-		return
-	}
-	if len(q.Keys) == 0 && q.Top == 0 {
-		writeError(w, http.StatusBadRequest, "ask for key=K (repeatable) or top=N")
+	q, code, err := counterQuery(r)
+	if err != nil {
+		writeError(w, code, err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	res, err := s.rt.Query(ctx, s.c, r.PathValue("component"), q)
+	a, err := s.query(ctx, r.PathValue("component"), q)
 	if err != nil {
 		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}
-	a := CounterAnswer{Keys: res.Keys, Top: res.Top, Applied: res.Applied, Duplicates: res.Duplicates,
+	writeJSON(w, http.StatusOK, a)
+}
+
+// query asks a counter component and shapes the answer.
+func (s *Server) query(ctx context.Context, component string, q *messages.CounterQuery) (*CounterAnswer, error) {
+	res, err := s.rt.Query(ctx, s.c, component, q)
+	if err != nil {
+		return nil, err
+	}
+	a := &CounterAnswer{Keys: res.Keys, Top: res.Top, Applied: res.Applied, Duplicates: res.Duplicates,
 		Late: res.Late, Refused: res.Refused}
 	if res.HasWindow {
 		start, end := time.Unix(0, res.Start).UTC(), time.Unix(0, res.End).UTC()
 		a.Start, a.End = &start, &end
 	}
-	writeJSON(w, http.StatusOK, a)
+	return a, nil
+}
+
+func parseTop(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxTop {
+		return 0, fmt.Errorf("top %q: want 1..%d", v, maxTop)
+	}
+	return n, nil
 }
 
 // SetAckersRequest is the body of POST /api/admin/ackers.

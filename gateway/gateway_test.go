@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors"
@@ -59,7 +62,7 @@ func (split) Process(t *actors.Tuple, c *actors.Collector) {
 
 // running starts a word count that holds open after its lines, and a
 // gateway over it; the run ends when the test does.
-func running(t *testing.T, token string) *httptest.Server {
+func running(t testing.TB, token string) *httptest.Server {
 	t.Helper()
 	lines := []string{"a b a", "c a", "b"}
 	release := make(chan struct{})
@@ -90,8 +93,10 @@ func running(t *testing.T, token string) *httptest.Server {
 		defer wg.Done()
 		_, _ = rt.Run(ctx, node.Cluster, nil)
 	}()
-	srv := httptest.NewServer(New(rt, node.Cluster, token, quiet()).Handler())
+	gw := New(rt, node.Cluster, token, quiet())
+	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(func() {
+		gw.Close()
 		srv.Close()
 		close(release)
 		cancel()
@@ -109,7 +114,7 @@ func running(t *testing.T, token string) *httptest.Server {
 	}
 }
 
-func call(t *testing.T, method, url, token, body string, out any) int {
+func call(t testing.TB, method, url, token, body string, out any) int {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -206,5 +211,81 @@ func TestAdminOffWithoutToken(t *testing.T) {
 	var e map[string]string
 	if code := call(t, "POST", srv.URL+"/api/admin/ackers", "anything", `{"ackers": 3}`, &e); code != 403 {
 		t.Fatalf("admin without a token configured: %d %v", code, e)
+	}
+}
+
+// TestStreams subscribes to a counter stream and the status stream over
+// WebSocket and SSE: the first update is the current answer.
+func TestStreams(t *testing.T) {
+	srv := running(t, "")
+	ws := "ws" + strings.TrimPrefix(srv.URL, "http")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	c, _, err := websocket.Dial(ctx, ws+"/api/stream/counters/words?top=2&every=100ms", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	var a CounterAnswer
+	if err := wsjson.Read(ctx, c, &a); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Top) != 2 || a.Top[0].Key != "a" || a.Top[0].Count != 3 || a.Applied != 6 {
+		t.Fatalf("counter stream: %+v", a)
+	}
+	_ = c.Close(websocket.StatusNormalClosure, "")
+
+	c, _, err = websocket.Dial(ctx, ws+"/api/stream/status?every=100ms", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	var l Live
+	if err := wsjson.Read(ctx, c, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Run == nil || l.Run.Completed != 3 || len(l.Ackers) != 2 || len(l.Counters) != 1 || l.Counters[0] != "words" {
+		t.Fatalf("status stream: %+v", l)
+	}
+
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/stream/counters/words?key=b", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("SSE content type %q", ct)
+	}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			if err := json.Unmarshal([]byte(data), &a); err != nil || len(a.Keys) != 1 || a.Keys[0].Count != 2 {
+				t.Fatalf("SSE event %s: %v", data, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("SSE stream ended: %v", sc.Err())
+}
+
+func TestStreamBadRequests(t *testing.T) {
+	srv := running(t, "")
+	for _, tc := range []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/api/stream/counters/words", 400, "key=K"},
+		{"/api/stream/counters/words?top=3&every=1ms", 400, "every"},
+		{"/api/stream/counters/words?top=3&every=soon", 400, "every"},
+		{"/api/stream/status?every=2h", 400, "every"},
+		{"/api/stream/counters/split?top=3", 404, "no counter component"},
+	} {
+		var e map[string]string
+		if code := call(t, "GET", srv.URL+tc.path, "", "", &e); code != tc.code || !strings.Contains(e["error"], tc.want) {
+			t.Errorf("%s: %d %q, want %d mentioning %q", tc.path, code, e["error"], tc.code, tc.want)
+		}
 	}
 }

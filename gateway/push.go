@@ -1,0 +1,255 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/messages"
+)
+
+// Push limits: how often a stream may be polled, how long one write to a
+// client may take before it is dropped, and how often an idle SSE stream
+// sends a comment to keep proxies from closing it.
+const (
+	defaultEvery = time.Second
+	minEvery     = 100 * time.Millisecond
+	maxEvery     = time.Minute
+	writeTimeout = 5 * time.Second
+	keepAlive    = 15 * time.Second
+	// subBuffer is how many updates a subscriber may leave unread before
+	// it is dropped as a slow consumer.
+	subBuffer = 16
+	// DefaultMaxSubscribers bounds the streams a gateway serves at once.
+	DefaultMaxSubscribers = 10_000
+)
+
+// Live is one update of GET /api/stream/status: the run's progress with its
+// rates over the last interval and each acker's load. It is sent when any
+// of it changed.
+type Live struct {
+	Run      *RunStatus  `json:"run,omitempty"`
+	Rates    Rates       `json:"rates"`
+	AckerSet AckerSet    `json:"acker_set"`
+	Ackers   []LiveAcker `json:"ackers"`
+	Counters []string    `json:"counters"`
+	Error    string      `json:"error,omitempty"`
+}
+
+// Rates are per-second rates over the last polling interval.
+type Rates struct {
+	Completed float64 `json:"completed_per_second"`
+	Tuples    float64 `json:"tuples_per_second"`
+	Replayed  float64 `json:"replayed_per_second"`
+}
+
+// LiveAcker is one acker's load.
+type LiveAcker struct {
+	ID        string `json:"id"`
+	InFlight  uint64 `json:"in_flight"`
+	Completed uint64 `json:"completed"`
+}
+
+// streamCounters pushes a counter query's answer (the shape of GET
+// /api/counters/{component}) whenever it changes, at most once per
+// ?every= (default 1s, 100ms..1m).
+func (s *Server) streamCounters(w http.ResponseWriter, r *http.Request) {
+	q, code, err := counterQuery(r)
+	if err != nil {
+		writeError(w, code, err.Error())
+		return
+	}
+	every, err := everyParam(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	name := r.PathValue("component")
+	if !slices.Contains(s.rt.Topology().Counters(), name) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("stream %s: no counter component of that name", name))
+		return
+	}
+	key := fmt.Sprintf("counters/%s?%v/%d/%v/%v", name, q.Keys, q.Top, q.BySum, every)
+	s.stream(w, r, key, every, func(ctx context.Context) ([]byte, error) {
+		a, err := s.query(ctx, name, q)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(a)
+	})
+}
+
+// streamStatus pushes Live updates at most once per ?every=.
+func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
+	every, err := everyParam(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var prev actors.Progress
+	var prevAt time.Time
+	s.stream(w, r, fmt.Sprintf("status/%v", every), every, func(context.Context) ([]byte, error) {
+		l := Live{Counters: s.rt.Topology().Counters()}
+		l.AckerSet.Version, l.AckerSet.Ackers = s.rt.AckerSet()
+		if p, ok := s.rt.Progress(); ok {
+			l.Run = runStatus(p)
+			now := time.Now()
+			if dt := now.Sub(prevAt).Seconds(); !prevAt.IsZero() && dt > 0 {
+				l.Rates = Rates{Completed: round(float64(p.Completed-prev.Completed) / dt),
+					Tuples: round(float64(p.Tuples-prev.Tuples) / dt), Replayed: round(float64(p.Replayed-prev.Replayed) / dt)}
+			}
+			prev, prevAt = p, now
+			l.Run.ElapsedSeconds = 0 // time alone is no change
+		}
+		ackers, err := s.rt.Ackers(s.c)
+		if err != nil {
+			l.Error = err.Error()
+		}
+		for _, a := range ackers {
+			l.Ackers = append(l.Ackers, LiveAcker{ID: a.ID, InFlight: a.InFlight, Completed: a.Completed})
+		}
+		return json.Marshal(l)
+	})
+}
+
+func round(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
+
+// everyParam reads ?every=, a duration.
+func everyParam(r *http.Request) (time.Duration, error) {
+	v := r.URL.Query().Get("every")
+	if v == "" {
+		return defaultEvery, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < minEvery || d > maxEvery {
+		return 0, fmt.Errorf("every %q: want a duration from %v to %v", v, minEvery, maxEvery)
+	}
+	return d, nil
+}
+
+// stream subscribes to a topic and serves it over WebSocket when the
+// request is an upgrade, else as server-sent events.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string, every time.Duration, fetch fetchFunc) {
+	sub, err := s.hub.subscribe(key, every, fetch)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	defer s.hub.unsubscribe(sub)
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		s.serveWebSocket(w, r, sub)
+		return
+	}
+	s.serveSSE(w, r, sub)
+}
+
+// serveWebSocket writes each update as a text message. The client only
+// listens; a dropped client gets a close frame with the reason.
+func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, sub *subscriber) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept answered the client
+	}
+	defer c.CloseNow()
+	ctx := c.CloseRead(r.Context())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.gone:
+			s.log.Infof("gateway: dropping WebSocket client %s: %s", r.RemoteAddr, sub.reason)
+			_ = c.Close(websocket.StatusPolicyViolation, sub.reason)
+			return
+		case v := <-sub.updates:
+			wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+			err := c.Write(wctx, websocket.MessageText, v)
+			cancel()
+			if err != nil {
+				s.log.Infof("gateway: dropping WebSocket client %s: %v", r.RemoteAddr, err)
+				return
+			}
+		}
+	}
+}
+
+// serveSSE writes each update as a server-sent event; a dropped client gets
+// an event "dropped" with the reason.
+func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, sub *subscriber) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	idle := time.NewTicker(keepAlive)
+	defer idle.Stop()
+	send := func(format string, v []byte) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := fmt.Fprintf(w, format, v); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(": %s\n\n", []byte("acktor")) {
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-sub.gone:
+			s.log.Infof("gateway: dropping SSE client %s: %s", r.RemoteAddr, sub.reason)
+			send("event: dropped\ndata: %s\n\n", errorJSON(sub.reason))
+			return
+		case v := <-sub.updates:
+			if !send("data: %s\n\n", v) {
+				s.log.Infof("gateway: dropping SSE client %s: write failed", r.RemoteAddr)
+				return
+			}
+		case <-idle.C:
+			if !send(": %s\n\n", []byte("keep-alive")) {
+				return
+			}
+		}
+	}
+}
+
+// errorJSON is {"error": msg}, on one line.
+func errorJSON(msg string) []byte {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	return b
+}
+
+// counterQuery reads a counter query from the URL: ?key=K (repeated),
+// ?top=N, ?by=count|sum. It answers the status code of a bad request.
+func counterQuery(r *http.Request) (*messages.CounterQuery, int, error) {
+	q := &messages.CounterQuery{Keys: r.URL.Query()["key"]}
+	if len(q.Keys) > maxKeys {
+		return nil, http.StatusBadRequest, fmt.Errorf("key: %d keys, at most %d", len(q.Keys), maxKeys)
+	}
+	if v := r.URL.Query().Get("top"); v != "" {
+		n, err := parseTop(v)
+		if err != nil {
+			return nil, http.StatusBadRequest, err
+		}
+		q.Top = uint32(n)
+	}
+	switch by := r.URL.Query().Get("by"); by {
+	case "", "count":
+	case "sum":
+		q.BySum = true
+	default:
+		return nil, http.StatusBadRequest, fmt.Errorf("by %q: want count or sum", by)
+	}
+	if len(q.Keys) == 0 && q.Top == 0 {
+		return nil, http.StatusBadRequest, fmt.Errorf("ask for key=K (repeatable) or top=N")
+	}
+	return q, 0, nil
+}
