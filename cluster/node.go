@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/metric"
 	"log/slog"
 	"net"
 	"net/http"
@@ -38,6 +39,9 @@ type Config struct {
 	Provider    string            `yaml:"provider"`
 	Automanaged AutomanagedConfig `yaml:"automanaged"`
 	Etcd        EtcdConfig        `yaml:"etcd"`
+	// Metrics, if set, turns on Proto.Actor's metrics; they are recorded
+	// into the global otel meter, so set it as the global provider too.
+	Metrics metric.MeterProvider `yaml:"-"`
 }
 
 // EtcdConfig configures the etcd provider. A member holds its key under a
@@ -137,9 +141,13 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+	aopts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return NewSlogLogger(log)
-	}))
+	})}
+	if cfg.Metrics != nil {
+		aopts = append(aopts, actor.WithMetricProviders(cfg.Metrics))
+	}
+	sys := actor.NewActorSystem(aopts...)
 	var provider pcluster.ClusterProvider
 	var health *echo.Echo
 	switch cfg.Provider {

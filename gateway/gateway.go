@@ -58,17 +58,34 @@ func (c Config) Secret(getenv func(string) string) (string, error) {
 
 // Server serves one runtime's member of the cluster.
 type Server struct {
-	rt    *actors.Runtime
-	c     *pcluster.Cluster
-	token string
-	log   logrus.FieldLogger
-	mux   *http.ServeMux
-	hub   *hub
+	rt      *actors.Runtime
+	c       *pcluster.Cluster
+	token   string
+	log     logrus.FieldLogger
+	mux     *http.ServeMux
+	hub     *hub
+	metrics *Metrics
 }
 
+// Option configures a Server.
+type Option func(*Server)
+
+// WithMetrics serves m's registry at /metrics, the gateway's series added
+// to it. Without it the gateway makes a registry of its own (the Go
+// runtime's series and its own, but not Proto.Actor's).
+func WithMetrics(m *Metrics) Option { return func(s *Server) { s.metrics = m } }
+
+// WithMaxSubscribers bounds the streams served at once (default
+// DefaultMaxSubscribers); more are refused with 503.
+func WithMaxSubscribers(n int) Option { return func(s *Server) { s.hub.max = n } }
+
 // New makes a gateway over rt running on c. token may be empty (no admin).
-func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.FieldLogger) *Server {
+func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.FieldLogger, opts ...Option) *Server {
 	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux(), hub: newHub(DefaultMaxSubscribers, subBuffer)}
+	for _, o := range opts {
+		o(s)
+	}
+	s.mux.Handle("GET /metrics", s.metricsHandler())
 	s.mux.HandleFunc("GET /api/status", s.status)
 	s.mux.HandleFunc("GET /api/counters/{component}", s.counters)
 	s.mux.HandleFunc("GET /api/stream/status", s.streamStatus)

@@ -16,14 +16,15 @@ import (
 // it changed. A subscriber whose buffer is full is dropped with a reason, so
 // a slow client costs at most its buffer.
 type hub struct {
-	mu     sync.Mutex
-	topics map[string]*topic
-	subs   int
-	max    int // subscribers at most, over every topic
-	buffer int // updates a subscriber may have unread
-	tick   func(d time.Duration) (<-chan time.Time, func())
-	wg     sync.WaitGroup
-	closed bool
+	mu      sync.Mutex
+	topics  map[string]*topic
+	subs    int
+	max     int // subscribers at most, over every topic
+	buffer  int // updates a subscriber may have unread
+	tick    func(d time.Duration) (<-chan time.Time, func())
+	wg      sync.WaitGroup
+	closed  bool
+	dropped uint64 // slow consumers dropped
 }
 
 // fetchFunc produces a topic's current value, JSON.
@@ -142,6 +143,7 @@ func (h *hub) publish(t *topic, v []byte) {
 		case s.updates <- v:
 		default:
 			s.reason = fmt.Sprintf("slow consumer: %d updates unread", cap(s.updates))
+			h.dropped++
 			close(s.gone)
 			h.remove(s)
 		}
@@ -168,4 +170,11 @@ func (h *hub) stats() (topics, subs int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.topics), h.subs
+}
+
+// droppedTotal is the number of slow consumers dropped so far.
+func (h *hub) droppedTotal() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.dropped
 }

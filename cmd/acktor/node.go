@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel"
 	"io"
 	"net"
 	"os"
@@ -161,6 +162,17 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 	if cfg.Job.Driver {
 		kinds = job.rt.Kinds()
 	}
+	var metrics *gateway.Metrics
+	if cfg.Gateway.Address != "" {
+		if metrics, err = gateway.NewMetrics(); err != nil {
+			return err
+		}
+		defer metrics.Close(context.Background())
+		// Proto.Actor records into the global otel meter only; this
+		// process has one node, so the global provider is its registry.
+		otel.SetMeterProvider(metrics.MeterProvider)
+		cfg.Cluster.Metrics = metrics.MeterProvider
+	}
 	node, err := cluster.StartNode(cfg.Cluster, kinds, log)
 	if err != nil {
 		return err
@@ -188,7 +200,7 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 		gctx, stopGateway := context.WithCancel(ctx)
 		defer stopGateway()
 		go func() {
-			if err := gateway.New(job.rt, node.Cluster, token, log).ServeListener(gctx, l); err != nil {
+			if err := gateway.New(job.rt, node.Cluster, token, log, gateway.WithMetrics(metrics)).ServeListener(gctx, l); err != nil {
 				log.WithError(err).Error("node: gateway stopped")
 			}
 		}()

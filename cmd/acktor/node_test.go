@@ -369,6 +369,13 @@ func TestNodeAckersSet(t *testing.T) {
 	if err != nil || strings.Count(out.String(), `"address"`) != 3 {
 		t.Fatalf("status: %v\n%s", err, out.String())
 	}
+	metrics := scrape(t, url+"/metrics")
+	for _, series := range []string{"acktor_completed_total ", `acktor_acker_in_flight{acker="acker/0"} `,
+		`acktor_window_applied_total{component="count"} `, "protoactor_actor_spawn_count", "go_goroutines "} {
+		if !strings.Contains(metrics, series) {
+			t.Fatalf("/metrics has no %s:\n%s", series, metrics)
+		}
+	}
 	if err := acktor(t, "ackers", "set", "5", "--gateway", url); err == nil || !strings.Contains(err.Error(), "ACKTOR_TOKEN") {
 		t.Fatalf("ackers set without a token: %v", err)
 	}
@@ -489,4 +496,18 @@ func TestNodeJoin(t *testing.T) {
 			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
 		}
 	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v\n%s", url, res.StatusCode, err, b)
+	}
+	return string(b)
 }
