@@ -91,6 +91,7 @@ func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.Field
 	s.mux.HandleFunc("GET /api/stream/status", s.streamStatus)
 	s.mux.HandleFunc("GET /api/stream/counters/{component}", s.streamCounters)
 	s.mux.HandleFunc("POST /api/admin/ackers", s.setAckers)
+	s.mux.HandleFunc("GET /", s.dashboard)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})

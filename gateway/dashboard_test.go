@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/cluster"
+)
+
+// endless yields a root a millisecond until the run ends.
+type endless struct {
+	n    uint64
+	next time.Time
+}
+
+func (e *endless) Next() (source.Root, error) {
+	now := time.Now()
+	if now.Before(e.next) {
+		return source.Root{}, source.ErrNotReady
+	}
+	e.next = now.Add(time.Millisecond)
+	e.n++
+	return source.Root{ID: e.n, Payload: words(e.n)}, nil
+}
+
+func words(n uint64) string                         { return fmt.Sprintf("a%d b%d", n%7, n%5) }
+func (e *endless) Replay(id uint64) (string, error) { return words(id), nil }
+func (e *endless) Done(uint64)                      {}
+func (e *endless) Total() int64                     { return -1 }
+func (e *endless) Close() error                     { return nil }
+
+// flowing serves a gateway over a word count that never ends.
+func flowing(t *testing.T) *httptest.Server {
+	t.Helper()
+	var b actors.Builder
+	b.Spout("lines", 1, func(int, int) (source.Source, error) { return &endless{}, nil })
+	b.Processor("split", 2, func(actors.TaskInfo) (actors.Processor, error) { return split{}, nil }).Shuffle("lines")
+	b.Counter("words", 2, actors.CounterOptions{Value: -1}, nil).Fields("split", 0)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := actors.DefaultConfig()
+	cfg.Log = quiet()
+	rt, err := actors.New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := cluster.StartEmbedded("dash", rt.Kinds(), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = rt.Run(ctx, node.Cluster, nil)
+	}()
+	gw := New(rt, node.Cluster, "", quiet())
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(func() {
+		gw.Close()
+		srv.Close()
+		cancel()
+		wg.Wait()
+		node.Stop()
+	})
+	return srv
+}
+
+// chromium finds a Chromium to drive, or skips (fails when .ci/run asks
+// for it with ACKTOR_REQUIRE_CHROMIUM=1).
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("ACKTOR_REQUIRE_CHROMIUM") == "1" {
+		t.Fatal("chromium not found, and ACKTOR_REQUIRE_CHROMIUM=1")
+	}
+	t.Skip("chromium not found: install Debian's chromium package to run the dashboard test")
+	return ""
+}
+
+// TestDashboardInChromium loads the dashboard in headless Chromium and
+// checks that live numbers appear over WebSocket and change.
+func TestDashboardInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	exe := chromium(t)
+	srv := flowing(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelTimeout()
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL)); err != nil {
+		t.Fatalf("loading the dashboard: %v", err)
+	}
+	type page struct {
+		Completed string `json:"completed"`
+		Conn      string `json:"conn"`
+		Ackers    int    `json:"ackers"`
+		Top       int    `json:"top"`
+	}
+	read := func() (page, int) {
+		p, err := chromedp.Run(ctx, chromedp.Evaluate[page](`({
+			completed: document.getElementById("completed").textContent,
+			conn: document.getElementById("conn").textContent,
+			ackers: document.querySelectorAll("#ackers .bar").length,
+			top: document.querySelectorAll("#top tr").length})`))
+		if err != nil {
+			t.Fatalf("reading the dashboard: %v", err)
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(p.Completed, ",", ""))
+		if err != nil {
+			n = -1 // not there yet: "–"
+		}
+		return p, n
+	}
+	// until polls the page until ok says it is done.
+	until := func(what string, ok func(page, int) bool) (page, int) {
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			p, n := read()
+			if ok(p, n) {
+				return p, n
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the dashboard shows %+v", what, p)
+			}
+		}
+	}
+	_, first := until("no completed count appeared", func(_ page, n int) bool { return n > 0 })
+	_, second := until("the completed count did not change", func(_ page, n int) bool { return n > first })
+	p, _ := until("no acker bars and top words appeared", func(p page, _ int) bool { return p.Top == 10 && p.Ackers == 2 })
+	if p.Conn != "live" {
+		t.Fatalf("connection %q, want live", p.Conn)
+	}
+	t.Logf("completed went from %d to %d", first, second)
+}
