@@ -272,6 +272,10 @@ type Progress struct {
 	Tuples                                                     uint64 // emitted, roots included
 	Total                                                      int64  // roots the sources will yield, -1 if unknown
 	Elapsed                                                    time.Duration
+	// LatencyP50 and LatencyP99 are quantiles of the complete latency, a
+	// root's last emission to its tree's completion, over the whole run
+	// (log buckets: at most 25 % above the truth).
+	LatencyP50, LatencyP99 time.Duration
 }
 
 // AckerStats is one acker's share of a run.
@@ -550,7 +554,9 @@ func (r *reporter) progress() Progress {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var p Progress
+	var lat latencyHistogram
 	for _, t := range r.tasks {
+		lat.add(t.Latency)
 		p.Roots += t.Roots
 		p.Completed += t.Completed
 		p.Failed += t.Failed
@@ -566,6 +572,7 @@ func (r *reporter) progress() Progress {
 			p.Total = -1
 		}
 	}
+	p.LatencyP50, p.LatencyP99 = lat.quantile(0.5), lat.quantile(0.99)
 	return p
 }
 

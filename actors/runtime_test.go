@@ -506,6 +506,9 @@ func TestBadRecordsAndRedelivery(t *testing.T) {
 	if st.Roots != 300 || st.Completed != 297 || st.DeadLettered != 3 || st.Replayed != 5 {
 		t.Fatalf("stats %+v", st.Progress)
 	}
+	if st.LatencyP50 <= 0 || st.LatencyP99 < st.LatencyP50 || st.LatencyP99 > 10*time.Second {
+		t.Fatalf("complete latency p50 %v p99 %v", st.LatencyP50, st.LatencyP99)
+	}
 	if got := fmt.Sprint(src.redelivers[50], src.redelivers[60]); got != "[0 1] [0 1 2]" {
 		t.Fatalf("redelivered attempts (flaky, poison) = %s", got)
 	}

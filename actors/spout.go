@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -59,6 +60,7 @@ type spoutTask struct {
 	pulling   bool // a pull is queued or scheduled
 	finished  bool
 	st        messages.TaskReport
+	lat       latencyHistogram
 	fwd       *forwarder // set once the task moved to another member
 	early     []any      // Completed and Failed that came before StartSpout
 }
@@ -221,6 +223,7 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 		s.st.Roots, s.st.Completed, s.st.Failed, s.st.TimedOut = r.Roots, r.Completed, r.Failed, r.TimedOut
 		s.st.Replayed, s.st.DeadLettered, s.st.PeakInFlight = r.Replayed, r.DeadLettered, r.PeakInFlight
 		s.col.emitted = r.Emitted
+		s.lat.add(r.Latency)
 	}
 }
 
@@ -392,12 +395,15 @@ func (s *spoutTask) flush() {
 }
 
 func (s *spoutTask) completed(m *messages.Completed) {
+	// A root was emitted a deadline's length before its deadline.
+	emittedBy := s.env.now().UnixNano() + int64(s.env.cfg.spoutDeadline())
 	for _, id := range m.SpringIds {
 		p, ok := s.pending[id]
 		if !ok {
 			continue // an earlier attempt's, or a duplicate: the root moved on
 		}
 		delete(s.pending, id)
+		s.lat.record(time.Duration(emittedBy - p.deadline))
 		s.st.Completed++
 		s.src.Done(p.id)
 	}
@@ -510,6 +516,11 @@ func (s *spoutTask) snapshot() *messages.TaskReport {
 	*r = messages.TaskReport{Task: s.st.Task, Done: s.st.Done, Roots: s.st.Roots, Completed: s.st.Completed,
 		Failed: s.st.Failed, TimedOut: s.st.TimedOut, Replayed: s.st.Replayed, DeadLettered: s.st.DeadLettered,
 		InFlight: s.st.InFlight, PeakInFlight: s.st.PeakInFlight, Emitted: s.st.Emitted, Error: s.st.Error, Total: s.st.Total}
+	n := len(s.lat)
+	for n > 0 && s.lat[n-1] == 0 {
+		n--
+	}
+	r.Latency = slices.Clone(s.lat[:n])
 	return r
 }
 

@@ -174,6 +174,8 @@ type RunStatus struct {
 	DeadLettered   uint64  `json:"dead_lettered"`
 	InFlight       uint64  `json:"in_flight"`
 	Tuples         uint64  `json:"tuples"`
+	LatencyP50Ms   float64 `json:"complete_latency_p50_ms"` // emission to completion
+	LatencyP99Ms   float64 `json:"complete_latency_p99_ms"`
 	ElapsedSeconds float64 `json:"elapsed_seconds"`
 }
 
@@ -204,7 +206,11 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 func runStatus(p actors.Progress) *RunStatus {
 	return &RunStatus{Roots: p.Roots, Total: p.Total, Completed: p.Completed, Failed: p.Failed,
 		TimedOut: p.TimedOut, Replayed: p.Replayed, DeadLettered: p.DeadLettered, InFlight: p.InFlight,
-		Tuples: p.Tuples, ElapsedSeconds: p.Elapsed.Seconds()}
+		Tuples: p.Tuples, LatencyP50Ms: ms(p.LatencyP50), LatencyP99Ms: ms(p.LatencyP99), ElapsedSeconds: p.Elapsed.Seconds()}
+}
+
+func ms(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
 }
 
 // CounterAnswer is what GET /api/counters/{component} answers.

@@ -301,7 +301,7 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{"acktor_completed_total 3\n", "acktor_roots_total 3\n", "acktor_in_flight 0\n",
 		`acktor_acker_completed_total{acker="acker/0"} `, `acktor_window_applied_total{component="words"} 6` + "\n",
 		`acktor_window_keys{component="words"} 3` + "\n", "acktor_ackers 2\n", `acktor_scrape_errors{what="ackers"} 0` + "\n",
-		"acktor_gateway_subscribers 0\n", "go_goroutines "} {
+		"acktor_gateway_subscribers 0\n", `acktor_complete_latency_seconds{quantile="0.99"} `, "go_goroutines "} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics has no %q", want)
 		}

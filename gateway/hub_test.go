@@ -74,7 +74,7 @@ func newTestHub(max, buffer int) (*hub, *fakeTicks) {
 // poller; a value goes out only when it changed; a late subscriber gets the
 // last one at once; the poller stops with its last subscriber.
 func TestHubSharesOnePollerAndSendsChanges(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // other tests leave Proto.Actor's goroutines
 	h, ft := newTestHub(10, 4)
 	f := &counterFetch{v: "1", seen: make(chan struct{}, 10)}
 	a, err := h.subscribe("k", time.Second, f.fetch)
@@ -126,7 +126,7 @@ func TestHubSharesOnePollerAndSendsChanges(t *testing.T) {
 // TestHubDropsSlowConsumers: a subscriber that leaves its buffer full is
 // dropped with a reason; the others keep getting updates.
 func TestHubDropsSlowConsumers(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // other tests leave Proto.Actor's goroutines
 	h, ft := newTestHub(10, 2)
 	defer h.close()
 	f := &counterFetch{v: "0", seen: make(chan struct{}, 10)}
@@ -159,7 +159,7 @@ func TestHubDropsSlowConsumers(t *testing.T) {
 // TestHubBounds: subscriptions over the bound are refused; closing drops
 // every subscriber with a reason and refuses new ones.
 func TestHubBounds(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // other tests leave Proto.Actor's goroutines
 	h, _ := newTestHub(2, 1)
 	f := &counterFetch{v: "x", seen: make(chan struct{}, 10)}
 	a, _ := h.subscribe("a", time.Second, f.fetch)

@@ -51,7 +51,7 @@ const scrapeTimeout = 5 * time.Second
 type collector struct {
 	s *Server
 
-	roots, completed, failed, timedOut, replayed, deadLettered, tuples, inFlight *prometheus.Desc
+	roots, completed, failed, timedOut, replayed, deadLettered, tuples, inFlight, latency *prometheus.Desc
 
 	ackers, ackerSetVersion                                                *prometheus.Desc
 	ackerInFlight, ackerCompleted, ackerFailed, ackerExpired, ackerBytes   *prometheus.Desc
@@ -73,6 +73,7 @@ func newCollector(s *Server) *collector {
 		deadLettered:       d("dead_lettered_total", "Roots given up and sent to the dead-letter sink."),
 		tuples:             d("tuples_total", "Tuples emitted, roots included."),
 		inFlight:           d("in_flight", "Roots in flight."),
+		latency:            d("complete_latency_seconds", "Quantiles of a root's emission to its completion, over the run.", "quantile"),
 		ackers:             d("ackers", "Ackers in the current acker set."),
 		ackerSetVersion:    d("acker_set_version", "Version of the acker set; each change adds one."),
 		ackerInFlight:      d("acker_in_flight", "Records an acker holds.", "acker"),
@@ -121,6 +122,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.deadLettered, p.DeadLettered)
 		counter(c.tuples, p.Tuples)
 		gauge(c.inFlight, float64(p.InFlight))
+		gauge(c.latency, p.LatencyP50.Seconds(), "0.5")
+		gauge(c.latency, p.LatencyP99.Seconds(), "0.99")
 	}
 	ackers, err := s.rt.Ackers(s.c)
 	gauge(c.scrapeErrors, b2f(err != nil), "ackers")

@@ -881,21 +881,24 @@ func (x *Drain) GetReporter() *Pid {
 // TaskReport is what a spout or processor task tells the reporter, now and
 // then and once more when it is done.
 type TaskReport struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Task          uint32                 `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"`
-	Done          bool                   `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
-	Roots         uint64                 `protobuf:"varint,3,opt,name=roots,proto3" json:"roots,omitempty"`                                   // spout: distinct roots taken from the source
-	Completed     uint64                 `protobuf:"varint,4,opt,name=completed,proto3" json:"completed,omitempty"`                           // spout: roots whose trees finished
-	Failed        uint64                 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`                                 // spout: failure notices (explicit or timeout)
-	TimedOut      uint64                 `protobuf:"varint,6,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`             // spout: of those, timeouts (acker's or own deadline)
-	Replayed      uint64                 `protobuf:"varint,7,opt,name=replayed,proto3" json:"replayed,omitempty"`                             // spout: re-emissions
-	DeadLettered  uint64                 `protobuf:"varint,8,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"` // spout: roots given up after max replays
-	InFlight      uint64                 `protobuf:"varint,9,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`             // spout: pending roots now
-	PeakInFlight  uint64                 `protobuf:"varint,10,opt,name=peak_in_flight,json=peakInFlight,proto3" json:"peak_in_flight,omitempty"`
-	Emitted       uint64                 `protobuf:"varint,11,opt,name=emitted,proto3" json:"emitted,omitempty"`     // tuples emitted (spout: root tuples)
-	Processed     uint64                 `protobuf:"varint,12,opt,name=processed,proto3" json:"processed,omitempty"` // processor: tuples handed to user code
-	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`          // a task that stopped on an error says why
-	Total         int64                  `protobuf:"varint,14,opt,name=total,proto3" json:"total,omitempty"`         // spout: roots its source will yield, -1 if unknown
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Task         uint32                 `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"`
+	Done         bool                   `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	Roots        uint64                 `protobuf:"varint,3,opt,name=roots,proto3" json:"roots,omitempty"`                                   // spout: distinct roots taken from the source
+	Completed    uint64                 `protobuf:"varint,4,opt,name=completed,proto3" json:"completed,omitempty"`                           // spout: roots whose trees finished
+	Failed       uint64                 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`                                 // spout: failure notices (explicit or timeout)
+	TimedOut     uint64                 `protobuf:"varint,6,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`             // spout: of those, timeouts (acker's or own deadline)
+	Replayed     uint64                 `protobuf:"varint,7,opt,name=replayed,proto3" json:"replayed,omitempty"`                             // spout: re-emissions
+	DeadLettered uint64                 `protobuf:"varint,8,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"` // spout: roots given up after max replays
+	InFlight     uint64                 `protobuf:"varint,9,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`             // spout: pending roots now
+	PeakInFlight uint64                 `protobuf:"varint,10,opt,name=peak_in_flight,json=peakInFlight,proto3" json:"peak_in_flight,omitempty"`
+	Emitted      uint64                 `protobuf:"varint,11,opt,name=emitted,proto3" json:"emitted,omitempty"`     // tuples emitted (spout: root tuples)
+	Processed    uint64                 `protobuf:"varint,12,opt,name=processed,proto3" json:"processed,omitempty"` // processor: tuples handed to user code
+	Error        string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`          // a task that stopped on an error says why
+	Total        int64                  `protobuf:"varint,14,opt,name=total,proto3" json:"total,omitempty"`         // spout: roots its source will yield, -1 if unknown
+	// spout: complete latencies (emission to completion) counted in
+	// log-linear buckets of microseconds (actors/latency.go), trailing zeros cut
+	Latency       []uint64 `protobuf:"varint,15,rep,packed,name=latency,proto3" json:"latency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1026,6 +1029,13 @@ func (x *TaskReport) GetTotal() int64 {
 		return x.Total
 	}
 	return 0
+}
+
+func (x *TaskReport) GetLatency() []uint64 {
+	if x != nil {
+		return x.Latency
+	}
+	return nil
 }
 
 // AckerStatsRequest asks an acker for its counters; it answers AckerStats.
@@ -1704,7 +1714,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"M\n" +
 	"\x05Drain\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12'\n" +
-	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\x85\x03\n" +
+	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\x9f\x03\n" +
 	"\n" +
 	"TaskReport\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12\x12\n" +
@@ -1721,7 +1731,8 @@ const file_acktor_proto_rawDesc = "" +
 	"\aemitted\x18\v \x01(\x04R\aemitted\x12\x1c\n" +
 	"\tprocessed\x18\f \x01(\x04R\tprocessed\x12\x14\n" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
-	"\x05total\x18\x0e \x01(\x03R\x05total\"\x13\n" +
+	"\x05total\x18\x0e \x01(\x03R\x05total\x12\x18\n" +
+	"\alatency\x18\x0f \x03(\x04R\alatency\"\x13\n" +
 	"\x11AckerStatsRequest\"\x9e\x03\n" +
 	"\n" +
 	"AckerStats\x12\x0e\n" +

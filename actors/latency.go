@@ -1,0 +1,65 @@
+package actors
+
+import (
+	"math/bits"
+	"time"
+)
+
+// latencyBuckets is the size of a latency histogram: exact below 4 µs,
+// then four buckets per power of two (at most 25 % wide) up to 2^32 µs
+// (71 minutes); longer times land in the last bucket.
+const latencyBuckets = 4 + 4*30
+
+// latencyHistogram counts complete latencies (a root's emission to its
+// tree's completion) in log-linear buckets of microseconds: fixed size,
+// mergeable by adding, cheap to ship in every task report.
+type latencyHistogram [latencyBuckets]uint64
+
+// latencyBucket is the bucket of d.
+func latencyBucket(d time.Duration) int {
+	us := uint64(max(d, 0) / time.Microsecond)
+	if us < 4 {
+		return int(us)
+	}
+	oct := bits.Len64(us) - 1 // >= 2
+	sub := int(us>>(oct-2)) & 3
+	return min(4+(oct-2)*4+sub, latencyBuckets-1)
+}
+
+// latencyUpper is the upper bound of bucket i, exclusive.
+func latencyUpper(i int) time.Duration {
+	if i < 4 {
+		return time.Duration(i+1) * time.Microsecond
+	}
+	oct, sub := (i-4)/4+2, (i-4)%4
+	return time.Duration(uint64(5+sub)<<(oct-2)) * time.Microsecond
+}
+
+func (h *latencyHistogram) record(d time.Duration) { h[latencyBucket(d)]++ }
+
+func (h *latencyHistogram) add(counts []uint64) {
+	for i, n := range counts[:min(len(counts), latencyBuckets)] {
+		h[i] += n
+	}
+}
+
+// quantile is the upper bound of the bucket holding the q-quantile, or 0
+// for an empty histogram: within 25 % (1 µs below 4 µs) above the truth.
+func (h *latencyHistogram) quantile(q float64) time.Duration {
+	var n uint64
+	for _, c := range h {
+		n += c
+	}
+	if n == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(n-1)) + 1 // the rank-th smallest, 1-based
+	var seen uint64
+	for i, c := range h {
+		seen += c
+		if seen >= rank {
+			return latencyUpper(i)
+		}
+	}
+	return latencyUpper(latencyBuckets - 1)
+}
