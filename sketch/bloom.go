@@ -75,6 +75,13 @@ func (b *Bloom) Hashes() uint {
 	return b.f.K()
 }
 
+// Reset empties b, keeping its size.
+func (b *Bloom) Reset() {
+	if b.f != nil {
+		b.f.ClearAll()
+	}
+}
+
 // Merge adds o's keys to b: b then holds the union. It fails unless both
 // have the same number of bits and of hashes.
 func (b *Bloom) Merge(o *Bloom) error {

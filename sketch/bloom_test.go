@@ -144,3 +144,18 @@ func TestBloomUnmarshalRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestBloomReset(t *testing.T) {
+	b, err := NewBloom(100, 0.01)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Add([]byte("a"))
+	bits := b.Bits()
+	b.Reset()
+	if b.Test([]byte("a")) || b.Bits() != bits {
+		t.Fatalf("after Reset: has a %v, %d bits (was %d)", b.Test([]byte("a")), b.Bits(), bits)
+	}
+	var zero Bloom
+	zero.Reset() // no panic
+}

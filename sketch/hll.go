@@ -59,6 +59,14 @@ func (h *HyperLogLog) Count() uint64 {
 	return h.sk.Estimate()
 }
 
+// Reset empties h, keeping its precision; it goes back to the small sparse
+// representation.
+func (h *HyperLogLog) Reset() {
+	if h.sk != nil {
+		h.sk, _ = hyperloglog.NewSketch(h.p, true) // h.p was checked when h was made
+	}
+}
+
 // Precision returns log₂ of the number of registers.
 func (h *HyperLogLog) Precision() uint8 { return h.p }
 

@@ -124,3 +124,23 @@ func TestHyperLogLogUnmarshalRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestHyperLogLogReset(t *testing.T) {
+	h, err := NewHyperLogLog(12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		h.Add([]byte{byte(i), byte(i >> 8)})
+	}
+	h.Reset()
+	if h.Count() != 0 || h.Precision() != 12 {
+		t.Fatalf("after Reset: count %d, precision %d", h.Count(), h.Precision())
+	}
+	h.Add([]byte("a"))
+	if h.Count() != 1 {
+		t.Fatalf("count %d after one key", h.Count())
+	}
+	var zero HyperLogLog
+	zero.Reset() // no panic
+}

@@ -169,6 +169,18 @@ func (w *Panes[A]) MergeInto(dst A) error {
 	return nil
 }
 
+// Any reports whether f holds for one of the live panes that had an
+// update, asking the newest first: a membership test over the window (is
+// the key in one pane's Bloom filter?) without merging the panes.
+func (w *Panes[A]) Any(f func(A) bool) bool {
+	for age := range int(w.n) {
+		if s := w.back(age); w.dirty[s] && f(w.panes[s]) {
+			return true
+		}
+	}
+	return false
+}
+
 // Bounds returns the window's span [start, end) in event-time ns, saturated
 // at the int64 range; ok is false before the first update or Advance.
 func (w *Panes[A]) Bounds() (start, end int64, ok bool) { return w.bounds() }

@@ -163,6 +163,12 @@ func checkPanesAgainstModel(t *testing.T, cfg Config, seed uint64) {
 				t.Fatalf("step %d: set window %v lacks %s", step, gotSeen.m, k)
 			}
 		}
+		for i := range 5 { // Any tests the panes one by one, as the merge holds them
+			k := fmt.Sprintf("k%d", i)
+			if got := set.Any(func(a *seen) bool { return a.m[k] }); got != gotSeen.m[k] {
+				t.Fatalf("step %d: Any(has %s) = %v, merged window %v", step, k, got, gotSeen.m)
+			}
+		}
 		if _, err := set.Total(); !errors.Is(err, ErrNoTotal) {
 			t.Fatalf("set Total() error = %v, want ErrNoTotal", err)
 		}
