@@ -146,7 +146,7 @@ func TestBloomUnmarshalRejects(t *testing.T) {
 }
 
 func TestBloomReset(t *testing.T) {
-	b, err := NewBloom(100, 0.01)
+	b, err := sketch.NewBloom(100, 0.01)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +156,6 @@ func TestBloomReset(t *testing.T) {
 	if b.Test([]byte("a")) || b.Bits() != bits {
 		t.Fatalf("after Reset: has a %v, %d bits (was %d)", b.Test([]byte("a")), b.Bits(), bits)
 	}
-	var zero Bloom
+	var zero sketch.Bloom
 	zero.Reset() // no panic
 }

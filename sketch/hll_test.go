@@ -126,7 +126,7 @@ func TestHyperLogLogUnmarshalRejects(t *testing.T) {
 }
 
 func TestHyperLogLogReset(t *testing.T) {
-	h, err := NewHyperLogLog(12)
+	h, err := sketch.NewHyperLogLog(12)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +141,6 @@ func TestHyperLogLogReset(t *testing.T) {
 	if h.Count() != 1 {
 		t.Fatalf("count %d after one key", h.Count())
 	}
-	var zero HyperLogLog
+	var zero sketch.HyperLogLog
 	zero.Reset() // no panic
 }
