@@ -4,12 +4,14 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/sketch"
 	"github.com/acktor/acktor/window"
 )
 
@@ -43,6 +45,41 @@ type CounterOptions struct {
 	// 0 means DefaultCounterIDs. An update that would pass it is refused
 	// (failed, so replayed later and dead-lettered in the end).
 	MaxIDs int
+	// Distinct, if set, counts the distinct values of another field per
+	// key over the window (riders per zone): a HyperLogLog per key per pane.
+	Distinct *DistinctOptions
+	// Repeats, if set, remembers another field's values per key over the
+	// window in a Bloom filter per key per pane: a query can ask whether a
+	// value was seen, and each key counts its updates whose value was seen
+	// before in the window (repeat riders).
+	Repeats *RepeatOptions
+	// MaxSketchKeys bounds the keys with sketches (Distinct, Repeats) per
+	// task; 0 means DefaultSketchKeys. Keys whose window emptied give their
+	// sketches back; an update that would pass the bound is refused.
+	MaxSketchKeys int
+}
+
+// DefaultSketchKeys is CounterOptions.MaxSketchKeys' default.
+const DefaultSketchKeys = 1024
+
+// DistinctOptions configure the distinct count of a counter.
+type DistinctOptions struct {
+	// Field is the index of the tuple value whose distinct values count.
+	Field int
+	// Precision of the HyperLogLogs, 4..18; 0 means 12 (about 1.6 % error;
+	// up to 4 KiB per key per pane, less while a pane has few values).
+	Precision uint8
+}
+
+// RepeatOptions configure the repeat test of a counter.
+type RepeatOptions struct {
+	// Field is the index of the tuple value remembered.
+	Field int
+	// Expected is how many values per key per pane the Bloom filters are
+	// sized for, FPRate their false-positive rate then; 0 means 1000 and
+	// 0.01 (1.2 KiB per key per pane).
+	Expected uint
+	FPRate   float64
 }
 
 // withDefaults fills the zero fields and checks the rest.
@@ -69,6 +106,40 @@ func (o CounterOptions) withDefaults() (CounterOptions, error) {
 		return o, fmt.Errorf("counter: Value = %d, want >= 0, or -1 for 1 per tuple", o.Value)
 	case o.MaxIDs < 0:
 		return o, fmt.Errorf("counter: MaxIDs = %d, want >= 0", o.MaxIDs)
+	case o.MaxSketchKeys < 0:
+		return o, fmt.Errorf("counter: MaxSketchKeys = %d, want >= 0", o.MaxSketchKeys)
+	}
+	if o.MaxSketchKeys == 0 {
+		o.MaxSketchKeys = DefaultSketchKeys
+	}
+	if d := o.Distinct; d != nil {
+		c := *d
+		if c.Precision == 0 {
+			c.Precision = 12
+		}
+		if c.Field < 0 {
+			return o, fmt.Errorf("counter: Distinct.Field = %d, want >= 0", c.Field)
+		}
+		if _, err := sketch.NewHyperLogLog(c.Precision); err != nil {
+			return o, fmt.Errorf("counter: Distinct: %w", err)
+		}
+		o.Distinct = &c
+	}
+	if r := o.Repeats; r != nil {
+		c := *r
+		if c.Expected == 0 {
+			c.Expected = 1000
+		}
+		if c.FPRate == 0 {
+			c.FPRate = 0.01
+		}
+		if c.Field < 0 {
+			return o, fmt.Errorf("counter: Repeats.Field = %d, want >= 0", c.Field)
+		}
+		if _, err := sketch.NewBloom(c.Expected, c.FPRate); err != nil {
+			return o, fmt.Errorf("counter: Repeats: %w", err)
+		}
+		o.Repeats = &c
 	}
 	return o, nil
 }
@@ -84,6 +155,7 @@ type Counter struct {
 	w    *window.Sliding
 	seen *window.Seen // the content ids applied, per pane (ExactlyOnce)
 	st   messages.CounterResult
+	sk   *keySketches // Distinct and Repeats, if asked for
 }
 
 // NewCounter makes the processor of one counter task.
@@ -96,7 +168,13 @@ func NewCounter(o CounterOptions) (*Counter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("counter: %w", err)
 	}
-	return &Counter{o: o, w: w, seen: window.NewSeen(o.Window.Pane, o.MaxIDs)}, nil
+	k := &Counter{o: o, w: w, seen: window.NewSeen(o.Window.Pane, o.MaxIDs)}
+	if o.Distinct != nil || o.Repeats != nil {
+		if k.sk, err = newKeySketches(o); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
 }
 
 // Process implements Processor.
@@ -114,6 +192,13 @@ func (k *Counter) apply(t *Tuple) error {
 	vals := t.Values()
 	if k.o.Key >= len(vals) || k.o.Value >= len(vals) {
 		return fmt.Errorf("counter: tuple has %d values, key is value %d and value %d", len(vals), k.o.Key, k.o.Value)
+	}
+	var sk *keySketch
+	if k.sk != nil {
+		var err error
+		if sk, err = k.sk.of(vals, k.o.Key, k.w); err != nil {
+			return err
+		}
 	}
 	value := int64(1)
 	if k.o.Value >= 0 {
@@ -151,6 +236,9 @@ func (k *Counter) apply(t *Tuple) error {
 	case err != nil:
 		return fmt.Errorf("counter: %w", err)
 	}
+	if sk != nil {
+		k.sk.add(sk, tm, vals, k.o.Key)
+	}
 	k.st.Applied++
 	return nil
 }
@@ -182,6 +270,9 @@ func (k *Counter) Query(q *messages.CounterQuery) *messages.CounterResult {
 	for _, e := range k.w.TopK(nil, n, by) {
 		put(e.Key, e.Value)
 	}
+	if k.sk != nil {
+		k.sk.answer(r, len(q.Keys), q.Seen, k.w)
+	}
 	return r
 }
 
@@ -201,6 +292,12 @@ type CounterResult struct {
 	HasWindow  bool
 	// The tasks' counters, summed.
 	Applied, Duplicates, Late, Refused, LiveKeys, IDs uint64
+	// Distinct and Repeats hold the sketch columns of the Keys and Top
+	// entries, for counters with Distinct or Repeats; Seen says, per asked
+	// key, whether the query's Seen value is in its window (Bloom: false
+	// means no, true means probably).
+	Distinct, Repeats map[string]uint64
+	Seen              map[string]bool
 }
 
 // merge folds one task's answer into r; keys is len(q.Keys).
@@ -208,8 +305,23 @@ func (r *CounterResult) merge(m *messages.CounterResult, keys int, top map[strin
 	if m.Error != "" {
 		return errors.New(m.Error)
 	}
-	if n := len(m.Keys); n < keys || len(m.Counts) != n || len(m.Sums) != n {
-		return fmt.Errorf("malformed answer: %d keys, %d counts, %d sums for %d asked", n, len(m.Counts), len(m.Sums), keys)
+	n := len(m.Keys)
+	if n < keys || len(m.Counts) != n || len(m.Sums) != n || len(m.Distinct) != 0 && len(m.Distinct) != n ||
+		len(m.Repeats) != 0 && len(m.Repeats) != n || len(m.Seen) != 0 && len(m.Seen) != keys {
+		return fmt.Errorf("malformed answer: %d keys, %d counts, %d sums, %d distinct, %d repeats, %d seen for %d asked",
+			n, len(m.Counts), len(m.Sums), len(m.Distinct), len(m.Repeats), len(m.Seen), keys)
+	}
+	// A key lives in one task: the others answer zero for it.
+	for i, key := range m.Keys {
+		if len(m.Distinct) > 0 {
+			r.Distinct[key] = max(r.Distinct[key], m.Distinct[i])
+		}
+		if len(m.Repeats) > 0 {
+			r.Repeats[key] = max(r.Repeats[key], m.Repeats[i])
+		}
+		if i < len(m.Seen) {
+			r.Seen[key] = r.Seen[key] || m.Seen[i]
+		}
 	}
 	for i := range keys {
 		r.Keys[i].Count += m.Counts[i]
@@ -235,6 +347,30 @@ func (r *CounterResult) merge(m *messages.CounterResult, keys int, top map[strin
 	r.LiveKeys += m.LiveKeys
 	r.IDs += m.Ids
 	return nil
+}
+
+// trim keeps the sketch columns of the entries in the answer only (tasks
+// send theirs for their whole top), and drops empty ones.
+func (r *CounterResult) trim() {
+	keep := map[string]bool{}
+	for _, e := range r.Keys {
+		keep[e.Key] = true
+	}
+	for _, e := range r.Top {
+		keep[e.Key] = true
+	}
+	for _, m := range []map[string]uint64{r.Distinct, r.Repeats} {
+		maps.DeleteFunc(m, func(k string, _ uint64) bool { return !keep[k] })
+	}
+	if len(r.Distinct) == 0 {
+		r.Distinct = nil
+	}
+	if len(r.Repeats) == 0 {
+		r.Repeats = nil
+	}
+	if len(r.Seen) == 0 {
+		r.Seen = nil
+	}
 }
 
 // rank sorts merged top entries best first (ties to the smaller key) and

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -284,5 +285,70 @@ func TestQueryWhileRunning(t *testing.T) {
 	}
 	if _, err := rt.Query(ctx, c, "split", nil); err == nil {
 		t.Fatal("query of a processor that is no counter accepted")
+	}
+}
+
+// TestCounterSketches: distinct riders (HyperLogLog) and repeat riders
+// (Bloom) per zone over the window; keys whose window emptied give their
+// sketches back.
+func TestCounterSketches(t *testing.T) {
+	sec := int64(time.Second)
+	k, err := NewCounter(CounterOptions{Window: window.Config{Size: 4 * time.Second, Pane: time.Second}, Value: -1,
+		Distinct: &DistinctOptions{Field: 1}, Repeats: &RepeatOptions{Field: 1}, MaxSketchKeys: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(seen string, keys ...string) (distinct, repeats []uint64, hits []bool) {
+		r := k.Query(&messages.CounterQuery{Keys: keys, Seen: seen})
+		return r.Distinct, r.Repeats, r.Seen
+	}
+	got := feed(t, k, []update{{"z1", "r1", 1, 0}, {"z1", "r2", 2, 0}, {"z1", "r1", 3, sec / 2}, {"z1", "r3", 4, sec}, {"z2", "r1", 5, 0}})
+	if strings.Join(got, " ") != "ack ack ack ack ack" {
+		t.Fatalf("updates: %v", got)
+	}
+	d, r, s := ask("r1", "z1", "z2", "nobody")
+	if !slices.Equal(d, []uint64{3, 1, 0}) || !slices.Equal(r, []uint64{1, 0, 0}) || !slices.Equal(s, []bool{true, true, false}) {
+		t.Fatalf("distinct %v repeats %v seen r1 %v", d, r, s)
+	}
+	if _, _, s := ask("r9", "z1", "z2"); !slices.Equal(s, []bool{false, false}) {
+		t.Fatalf("seen r9 %v", s)
+	}
+	// At 4.5 s the window is [1 s, 5 s): the panes of t = 0 are gone, with
+	// z2 and z1's first r1 and its repeat.
+	got = feed(t, k, []update{{"z1", "r1", 6, 9 * sec / 2}, {"z3", "r5", 7, 9 * sec / 2}, {"z4", "r6", 8, 9 * sec / 2}})
+	if strings.Join(got, " ") != "ack ack fail" {
+		t.Fatalf("updates at 4.5 s: %v (z3 takes z2's sketches, z4 finds none free)", got)
+	}
+	d, r, s = ask("r1", "z1", "z2", "z3")
+	if !slices.Equal(d, []uint64{2, 0, 1}) || !slices.Equal(r, []uint64{0, 0, 0}) || !slices.Equal(s, []bool{true, false, false}) {
+		t.Fatalf("at 4.5 s: distinct %v repeats %v seen r1 %v", d, r, s)
+	}
+	plain, _ := NewCounter(CounterOptions{Value: -1})
+	if r := plain.Query(&messages.CounterQuery{Keys: []string{"a"}, Seen: "x"}); r.Distinct != nil || r.Repeats != nil || r.Seen != nil {
+		t.Fatalf("a counter without sketches answered sketch columns: %+v", r)
+	}
+}
+
+func TestCounterSketchOptions(t *testing.T) {
+	for _, tc := range []struct {
+		o    CounterOptions
+		want string
+	}{
+		{CounterOptions{Distinct: &DistinctOptions{Field: -1}}, "Distinct.Field = -1"},
+		{CounterOptions{Distinct: &DistinctOptions{Precision: 30}}, "hyperloglog precision 30"},
+		{CounterOptions{Repeats: &RepeatOptions{Field: -2}}, "Repeats.Field = -2"},
+		{CounterOptions{Repeats: &RepeatOptions{FPRate: 2}}, "fpRate 2"},
+		{CounterOptions{MaxSketchKeys: -1}, "MaxSketchKeys = -1"},
+	} {
+		if _, err := NewCounter(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error mentioning %q", tc.o, err, tc.want)
+		}
+	}
+	k, err := NewCounter(CounterOptions{Value: -1, Distinct: &DistinctOptions{Field: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := feed(t, k, []update{{"a", "x", 1, 0}}); got[0] != "fail" {
+		t.Fatalf("an update without the distinct field: %v", got)
 	}
 }

@@ -679,7 +679,8 @@ func (rt *Runtime) Query(ctx context.Context, c *cluster.Cluster, name string, q
 			answers <- answer{m, err}
 		}()
 	}
-	r := &CounterResult{Keys: make([]window.Entry, len(q.Keys))}
+	r := &CounterResult{Keys: make([]window.Entry, len(q.Keys)), Distinct: map[string]uint64{},
+		Repeats: map[string]uint64{}, Seen: map[string]bool{}}
 	for i, k := range q.Keys {
 		r.Keys[i].Key = k
 	}
@@ -702,5 +703,6 @@ func (rt *Runtime) Query(ctx context.Context, c *cluster.Cluster, name string, q
 		n = -1
 	}
 	r.Top = rank(top, q.BySum, n)
+	r.trim()
 	return r, nil
 }

@@ -29,6 +29,7 @@ const (
 	maxBody = 4 << 10
 	maxKeys = 1000
 	maxTop  = 10_000
+	maxSeen = 1 << 10
 )
 
 // Config is the gateway's part of a node's config.
@@ -223,10 +224,17 @@ type CounterAnswer struct {
 	Duplicates uint64         `json:"duplicates"`
 	Late       uint64         `json:"late"`
 	Refused    uint64         `json:"refused"`
+	// Distinct and Repeats are, per entry, the distinct values and the
+	// repeats of the counter's sketched field (when it has them); Seen says
+	// per asked key whether ?seen= is in its window (Bloom: true means
+	// probably).
+	Distinct map[string]uint64 `json:"distinct,omitempty"`
+	Repeats  map[string]uint64 `json:"repeats,omitempty"`
+	Seen     map[string]bool   `json:"seen,omitempty"`
 }
 
 // counters answers ?key=K (repeated) with the keys' window values and
-// ?top=N[&by=sum] with the top N.
+// ?top=N[&by=sum] with the top N; ?seen=V asks the keys whether they saw V.
 func (s *Server) counters(w http.ResponseWriter, r *http.Request) {
 	q, code, err := counterQuery(r)
 	if err != nil {
@@ -250,7 +258,7 @@ func (s *Server) query(ctx context.Context, component string, q *messages.Counte
 		return nil, err
 	}
 	a := &CounterAnswer{Keys: res.Keys, Top: res.Top, Applied: res.Applied, Duplicates: res.Duplicates,
-		Late: res.Late, Refused: res.Refused}
+		Late: res.Late, Refused: res.Refused, Distinct: res.Distinct, Repeats: res.Repeats, Seen: res.Seen}
 	if res.HasWindow {
 		start, end := time.Unix(0, res.Start).UTC(), time.Unix(0, res.End).UTC()
 		a.Start, a.End = &start, &end

@@ -76,7 +76,7 @@ func (s *Server) streamCounters(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("stream %s: no counter component of that name", name))
 		return
 	}
-	key := fmt.Sprintf("counters/%s?%v/%d/%v/%v", name, q.Keys, q.Top, q.BySum, every)
+	key := fmt.Sprintf("counters/%s?%q/%d/%v/%q/%v", name, q.Keys, q.Top, q.BySum, q.Seen, every)
 	s.stream(w, r, key, every, func(ctx context.Context) ([]byte, error) {
 		a, err := s.query(ctx, name, q)
 		if err != nil {
@@ -228,7 +228,7 @@ func errorJSON(msg string) []byte {
 }
 
 // counterQuery reads a counter query from the URL: ?key=K (repeated),
-// ?top=N, ?by=count|sum. It answers the status code of a bad request.
+// ?top=N, ?by=count|sum, ?seen=V. It answers the status code of a bad request.
 func counterQuery(r *http.Request) (*messages.CounterQuery, int, error) {
 	q := &messages.CounterQuery{Keys: r.URL.Query()["key"]}
 	if len(q.Keys) > maxKeys {
@@ -250,6 +250,13 @@ func counterQuery(r *http.Request) (*messages.CounterQuery, int, error) {
 	}
 	if len(q.Keys) == 0 && q.Top == 0 {
 		return nil, http.StatusBadRequest, fmt.Errorf("ask for key=K (repeatable) or top=N")
+	}
+	q.Seen = r.URL.Query().Get("seen")
+	switch {
+	case len(q.Seen) > maxSeen:
+		return nil, http.StatusBadRequest, fmt.Errorf("seen: %d bytes, at most %d", len(q.Seen), maxSeen)
+	case q.Seen != "" && len(q.Keys) == 0:
+		return nil, http.StatusBadRequest, fmt.Errorf("seen=V asks the keys given with key=K; give one")
 	}
 	return q, 0, nil
 }

@@ -1388,7 +1388,8 @@ type CounterQuery struct {
 	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
 	Top           uint32                 `protobuf:"varint,2,opt,name=top,proto3" json:"top,omitempty"` // the top entries by count (by sum with by_sum)
 	BySum         bool                   `protobuf:"varint,3,opt,name=by_sum,json=bySum,proto3" json:"by_sum,omitempty"`
-	All           bool                   `protobuf:"varint,4,opt,name=all,proto3" json:"all,omitempty"` // every key with a nonzero count in the window
+	All           bool                   `protobuf:"varint,4,opt,name=all,proto3" json:"all,omitempty"`  // every key with a nonzero count in the window
+	Seen          string                 `protobuf:"bytes,5,opt,name=seen,proto3" json:"seen,omitempty"` // with repeats: was this value seen by each asked key?
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1451,6 +1452,13 @@ func (x *CounterQuery) GetAll() bool {
 	return false
 }
 
+func (x *CounterQuery) GetSeen() string {
+	if x != nil {
+		return x.Seen
+	}
+	return ""
+}
+
 // CounterResult answers a CounterQuery: entries (key, count, sum) in
 // columns, the window's bounds and the task's counters.
 type CounterResult struct {
@@ -1468,6 +1476,9 @@ type CounterResult struct {
 	LiveKeys      uint64                 `protobuf:"varint,11,opt,name=live_keys,json=liveKeys,proto3" json:"live_keys,omitempty"` // keys with a nonzero window count
 	Ids           uint64                 `protobuf:"varint,12,opt,name=ids,proto3" json:"ids,omitempty"`                           // content ids remembered
 	Error         string                 `protobuf:"bytes,13,opt,name=error,proto3" json:"error,omitempty"`                        // the task cannot answer (not a counter, not started)
+	Distinct      []uint64               `protobuf:"varint,14,rep,packed,name=distinct,proto3" json:"distinct,omitempty"`          // with distinct: per entry, distinct values (HyperLogLog)
+	Repeats       []uint64               `protobuf:"varint,15,rep,packed,name=repeats,proto3" json:"repeats,omitempty"`            // with repeats: per entry, updates whose value was seen before
+	Seen          []bool                 `protobuf:"varint,16,rep,packed,name=seen,proto3" json:"seen,omitempty"`                  // with repeats and a query's seen: per asked key (Bloom)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1591,6 +1602,27 @@ func (x *CounterResult) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *CounterResult) GetDistinct() []uint64 {
+	if x != nil {
+		return x.Distinct
+	}
+	return nil
+}
+
+func (x *CounterResult) GetRepeats() []uint64 {
+	if x != nil {
+		return x.Repeats
+	}
+	return nil
+}
+
+func (x *CounterResult) GetSeen() []bool {
+	if x != nil {
+		return x.Seen
+	}
+	return nil
 }
 
 // MemberEvacuated is broadcast by a member that moved its grains away
@@ -1767,12 +1799,13 @@ const file_acktor_proto_rawDesc = "" +
 	"\aclients\x18\x06 \x03(\v2\x1d.acktor.Handover.ClientsEntryR\aclients\x1aG\n" +
 	"\fClientsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\rR\x03key\x12!\n" +
-	"\x05value\x18\x02 \x01(\v2\v.acktor.PidR\x05value:\x028\x01\"]\n" +
+	"\x05value\x18\x02 \x01(\v2\v.acktor.PidR\x05value:\x028\x01\"q\n" +
 	"\fCounterQuery\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x10\n" +
 	"\x03top\x18\x02 \x01(\rR\x03top\x12\x15\n" +
 	"\x06by_sum\x18\x03 \x01(\bR\x05bySum\x12\x10\n" +
-	"\x03all\x18\x04 \x01(\bR\x03all\"\xc3\x02\n" +
+	"\x03all\x18\x04 \x01(\bR\x03all\x12\x12\n" +
+	"\x04seen\x18\x05 \x01(\tR\x04seen\"\x8d\x03\n" +
 	"\rCounterResult\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x16\n" +
 	"\x06counts\x18\x02 \x03(\x04R\x06counts\x12\x12\n" +
@@ -1790,7 +1823,10 @@ const file_acktor_proto_rawDesc = "" +
 	" \x01(\x04R\arefused\x12\x1b\n" +
 	"\tlive_keys\x18\v \x01(\x04R\bliveKeys\x12\x10\n" +
 	"\x03ids\x18\f \x01(\x04R\x03ids\x12\x14\n" +
-	"\x05error\x18\r \x01(\tR\x05error\"+\n" +
+	"\x05error\x18\r \x01(\tR\x05error\x12\x1a\n" +
+	"\bdistinct\x18\x0e \x03(\x04R\bdistinct\x12\x18\n" +
+	"\arepeats\x18\x0f \x03(\x04R\arepeats\x12\x12\n" +
+	"\x04seen\x18\x10 \x03(\bR\x04seen\"+\n" +
 	"\x0fMemberEvacuated\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress*?\n" +
 	"\n" +
