@@ -1,0 +1,137 @@
+// Command speedlayer runs seed 003's example embedded: taxi orders from the
+// generator (or a Kafka topic) into windowed counters per zone, served by
+// the gateway (dashboard at /, JSON, WebSocket, SSE, /metrics), with a
+// WebSocket client printing the top zones as they change.
+//
+//	go run ./examples/speedlayer/cmd/speedlayer
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/cluster"
+	"github.com/acktor/acktor/examples/speedlayer"
+	"github.com/acktor/acktor/gateway"
+	"github.com/acktor/acktor/window"
+)
+
+type flags struct {
+	orders          int64
+	rate            float64
+	zones, riders   int
+	seed            uint64
+	window, pane    time.Duration
+	exactlyOnce     bool
+	gateway         string
+	watch           bool
+	top             int
+	every           time.Duration
+	kafka, topic    string
+	group           string
+	parsers, counts int
+}
+
+func main() {
+	var f flags
+	flag.Int64Var(&f.orders, "orders", 0, "orders to generate; 0 runs until interrupted")
+	flag.Float64Var(&f.rate, "rate", 2000, "generated orders per second; 0 as fast as they go")
+	flag.IntVar(&f.zones, "zones", 20, "zones")
+	flag.IntVar(&f.riders, "riders", 50_000, "riders")
+	flag.Uint64Var(&f.seed, "seed", 1, "seed of the generator")
+	flag.DurationVar(&f.window, "window", time.Minute, "sliding window of the counts; 0 counts all time")
+	flag.DurationVar(&f.pane, "pane", time.Second, "pane (slide) of the window")
+	flag.BoolVar(&f.exactlyOnce, "exactly-once", false, "drop what replays bring again")
+	flag.StringVar(&f.gateway, "gateway", "127.0.0.1:7070", "the gateway's address")
+	flag.BoolVar(&f.watch, "watch", true, "print the top zones from the gateway's WebSocket stream")
+	flag.IntVar(&f.top, "top", 5, "zones to print")
+	flag.DurationVar(&f.every, "every", 2*time.Second, "how often the printed stream may update")
+	flag.StringVar(&f.kafka, "kafka", "", "read orders from Kafka at these brokers (host:port,...) instead of generating them")
+	flag.StringVar(&f.topic, "topic", "orders", "the Kafka topic, one \"zone rider fare\" line per record")
+	flag.StringVar(&f.group, "group", "acktor-speedlayer", "the Kafka consumer group")
+	flag.IntVar(&f.parsers, "parsers", 2, "parse tasks")
+	flag.IntVar(&f.counts, "counters", 2, "counter tasks")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "speedlayer: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, f); err != nil {
+		fmt.Fprintln(os.Stderr, "speedlayer:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, f flags) error {
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	src := speedlayer.Orders(speedlayer.OrdersConfig{Orders: f.orders, Zones: f.zones, Riders: f.riders, Rate: f.rate, Seed: f.seed})
+	if f.kafka != "" {
+		src = source.Kafka(source.KafkaConfig{Brokers: strings.Split(f.kafka, ","), Topics: []string{f.topic}, Group: f.group})
+	}
+	var w window.Config
+	if f.window != 0 {
+		w = window.Config{Size: f.window, Pane: f.pane}
+	}
+	topo, err := speedlayer.Build(src, speedlayer.Options{Spouts: 1, Parsers: f.parsers, Counters: f.counts, Window: w, ExactlyOnce: f.exactlyOnce})
+	if err != nil {
+		return err
+	}
+	cfg := actors.DefaultConfig()
+	cfg.Log = log
+	rt, err := actors.New(topo, cfg)
+	if err != nil {
+		return err
+	}
+	node, err := cluster.StartEmbedded("speedlayer", rt.Kinds(), log)
+	if err != nil {
+		return err
+	}
+	defer node.Stop()
+	gctx, stopGateway := context.WithCancel(ctx)
+	defer stopGateway()
+	gw := gateway.New(rt, node.Cluster, "", log)
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(gctx, f.gateway) }()
+	fmt.Fprintf(os.Stderr, "speedlayer: dashboard at http://%s/, stream at ws://%s/api/stream/counters/%s?top=%d&by=sum\n",
+		f.gateway, f.gateway, speedlayer.ZonesComponent, f.top)
+	if f.watch {
+		go func() {
+			time.Sleep(200 * time.Millisecond) // let the gateway listen
+			if err := speedlayer.Watch(gctx, "http://"+f.gateway, f.top, f.every, os.Stdout); err != nil {
+				log.WithError(err).Error("speedlayer: watch")
+			}
+		}()
+	}
+	st, err := rt.Run(ctx, node.Cluster, nil)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	stopGateway()
+	if err := <-served; err != nil {
+		return err
+	}
+	if st == nil {
+		return nil
+	}
+	fmt.Printf("final: %d orders completed, %d replayed, %d dead-lettered, latency p50 %v p99 %v\n",
+		st.Completed, st.Replayed, st.DeadLettered, st.LatencyP50, st.LatencyP99)
+	if r := st.Counters[speedlayer.ZonesComponent]; r != nil {
+		a := &gateway.CounterAnswer{Top: r.Top[:min(f.top, len(r.Top))], Applied: r.Applied, Distinct: r.Distinct, Repeats: r.Repeats}
+		return speedlayer.Print(os.Stdout, a)
+	}
+	return nil
+}
