@@ -1,5 +1,5 @@
 // Command speedlayer runs seed 003's example embedded: taxi orders from the
-// generator (or a Kafka topic) into windowed counters per zone, served by
+// generator (or a Kafka topic, or a JetStream stream) into windowed counters per zone, served by
 // the gateway (dashboard at /, JSON, WebSocket, SSE, /metrics), with a
 // WebSocket client printing the top zones as they change.
 //
@@ -40,6 +40,8 @@ type flags struct {
 	every           time.Duration
 	kafka, topic    string
 	group           string
+	nats, stream    string
+	consumer        string
 	parsers, counts int
 }
 
@@ -60,6 +62,9 @@ func main() {
 	flag.StringVar(&f.kafka, "kafka", "", "read orders from Kafka at these brokers (host:port,...) instead of generating them")
 	flag.StringVar(&f.topic, "topic", "orders", "the Kafka topic, one \"zone rider fare\" line per record")
 	flag.StringVar(&f.group, "group", "acktor-speedlayer", "the Kafka consumer group")
+	flag.StringVar(&f.nats, "nats", "", "read orders from NATS JetStream at this URL (nats://host:port) instead of generating them")
+	flag.StringVar(&f.stream, "stream", "ORDERS", "the JetStream stream, one \"zone rider fare\" line per message")
+	flag.StringVar(&f.consumer, "consumer", "acktor-speedlayer", "the durable JetStream consumer")
 	flag.IntVar(&f.parsers, "parsers", 2, "parse tasks")
 	flag.IntVar(&f.counts, "counters", 2, "counter tasks")
 	flag.Parse()
@@ -79,8 +84,13 @@ func run(ctx context.Context, f flags) error {
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	src := speedlayer.Orders(speedlayer.OrdersConfig{Orders: f.orders, Zones: f.zones, Riders: f.riders, Rate: f.rate, Seed: f.seed})
-	if f.kafka != "" {
+	switch {
+	case f.kafka != "" && f.nats != "":
+		return errors.New("--kafka and --nats: give one")
+	case f.kafka != "":
 		src = source.Kafka(source.KafkaConfig{Brokers: strings.Split(f.kafka, ","), Topics: []string{f.topic}, Group: f.group})
+	case f.nats != "":
+		src = source.JetStream(source.JetStreamConfig{URL: f.nats, Stream: f.stream, Consumer: f.consumer})
 	}
 	var w window.Config
 	if f.window != 0 {
