@@ -63,6 +63,9 @@ type spoutTask struct {
 	lat       latencyHistogram
 	fwd       *forwarder // set once the task moved to another member
 	early     []any      // Completed and Failed that came before StartSpout
+	// redelivered holds the roots a Redeliverer's broker is to hand out
+	// again: they are no new roots when they come back.
+	redelivered map[uint64]struct{}
 }
 
 // maxEarly bounds the notifications a spout task keeps before it starts
@@ -304,8 +307,10 @@ func (s *spoutTask) pull() {
 			s.st.Error = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
 			s.exhausted = true
 		default:
-			if r.Attempt == 0 {
-				s.st.Roots++
+			if _, again := s.redelivered[r.ID]; again {
+				delete(s.redelivered, r.ID)
+			} else {
+				s.st.Roots++ // new to this run, if not to its broker
 			}
 			if r.Time == 0 {
 				r.Time = s.stamp
@@ -470,6 +475,10 @@ func (s *spoutTask) redeliver(rd source.Redeliverer, p pendingRoot, reason strin
 		return
 	}
 	s.st.Replayed++
+	if s.redelivered == nil {
+		s.redelivered = map[uint64]struct{}{}
+	}
+	s.redelivered[p.id] = struct{}{}
 	if err := rd.Redeliver(p.id, p.attempt); err != nil {
 		// The broker redelivers an unanswered root anyway, once its ack wait is over.
 		s.env.log.Warnf("spout %s/%d: redelivering root %d: %v", s.info.Component, s.info.Index, p.id, err)
