@@ -72,6 +72,9 @@ type Config struct {
 	DeadLetters DeadLetterSink
 	// Log receives the runtime's log lines; nil means logrus's standard logger.
 	Log logrus.FieldLogger
+	// WarnUtilisation is the utilisation (λ/cμ) at which a stage that stays
+	// there for WarnAfter is warned about (Stages, the log); 0 means 0.9.
+	WarnUtilisation float64
 }
 
 // maxPending bounds Config.MaxPending: the roots one spout task keeps.
@@ -98,6 +101,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("timeout = %v, want >= 10ms", c.Timeout)
 	case c.Generations < 2 || c.Generations > ledger.MaxGenerations:
 		return fmt.Errorf("generations = %d, want 2..%d", c.Generations, ledger.MaxGenerations)
+	case c.WarnUtilisation < 0 || c.WarnUtilisation > 10:
+		return fmt.Errorf("warn utilisation = %v, want 0..10 (0: 0.9)", c.WarnUtilisation)
 	case c.MaxReplays < 0:
 		return fmt.Errorf("max replays = %d, want >= 0", c.MaxReplays)
 	case c.BatchSize < 1 || c.BatchSize > 1<<16:
@@ -142,6 +147,7 @@ type env struct {
 	cfg      Config
 	log      logrus.FieldLogger
 	reporter atomic.Pointer[actor.PID] // the local Run's, for progress between drains
+	stages   *stages                   // the queueing model's meters
 
 	dir       atomic.Pointer[directory] // the acker set; SetAckers replaces it
 	epoch     atomic.Uint64             // topology changes seen by this member
@@ -165,6 +171,21 @@ type Runtime struct {
 	ran   atomic.Bool
 	run   atomic.Pointer[reporter] // the run under way, for Progress
 	start time.Time
+}
+
+// Stages reports the load of each stage of the pipeline on this member
+// (spout tasks, processors, ackers, counters) over about the last two
+// seconds: arrival and service rates, the messages in the stage and the
+// time spent there, measured and as the M/M/c model predicts them.
+func (rt *Runtime) Stages() []Stage {
+	return rt.env.stages.report(rt.env.warnUtilisation(), func(st Stage) { rt.env.log.Warn("stage " + st.Warning) })
+}
+
+func (e *env) warnUtilisation() float64 {
+	if e.cfg.WarnUtilisation == 0 {
+		return 0.9
+	}
+	return e.cfg.WarnUtilisation
 }
 
 // Topology is the topology this runtime runs.
@@ -221,6 +242,7 @@ func New(topo *Topology, cfg Config) (*Runtime, error) {
 
 func newEnv(topo *Topology, cfg Config, log logrus.FieldLogger) *env {
 	e := &env{topo: topo, cfg: cfg, log: log}
+	e.stages = newStages(e.now)
 	replicas := cfg.Replicas
 	if replicas == 0 {
 		replicas = ring.DefaultReplicas
@@ -240,7 +262,8 @@ func (s logSink) DeadLetter(d DeadLetter) {
 // Kinds are the cluster kinds of every task: register them on a member
 // that hosts tasks of every sort, such as the embedded single member.
 func (rt *Runtime) Kinds() []*cluster.Kind {
-	counter := cluster.NewKind(KindCounter, actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: rt.env} }))
+	counter := cluster.NewKind(KindCounter, actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: rt.env} },
+		rt.env.stages.props(KindCounter, actor.Unbounded)...))
 	return append(rt.WorkerKinds(), counter)
 }
 
@@ -250,15 +273,19 @@ func (rt *Runtime) Kinds() []*cluster.Kind {
 // (Kinds) only on the members that must keep them.
 func (rt *Runtime) WorkerKinds() []*cluster.Kind {
 	e := rt.env
-	procProps := actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: e} })
+	procMailbox := actor.Unbounded
 	if !e.tracking() {
-		procProps = actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: e} },
-			actor.WithMailbox(actor.Bounded(e.cfg.MailboxSize)))
+		procMailbox = func(m ...actor.MailboxMiddleware) actor.MailboxProducer {
+			return actor.Bounded(e.cfg.MailboxSize, m...)
+		}
 	}
 	return []*cluster.Kind{
-		cluster.NewKind(KindSpout, actor.PropsFromProducer(func() actor.Actor { return &spoutTask{env: e} })),
-		cluster.NewKind(KindProcessor, procProps),
-		cluster.NewKind(KindAcker, actor.PropsFromProducer(func() actor.Actor { return &ackerTask{env: e} })),
+		cluster.NewKind(KindSpout, actor.PropsFromProducer(func() actor.Actor { return &spoutTask{env: e} },
+			e.stages.props(KindSpout, actor.Unbounded)...)),
+		cluster.NewKind(KindProcessor, actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: e} },
+			e.stages.props(KindProcessor, procMailbox)...)),
+		cluster.NewKind(KindAcker, actor.PropsFromProducer(func() actor.Actor { return &ackerTask{env: e} },
+			e.stages.props(KindAcker, actor.Unbounded)...)),
 	}
 }
 
@@ -351,6 +378,7 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 			}
 			continue
 		case <-tick.C:
+			rt.Stages() // logs a stage that stays overloaded
 			if l := lostAt.Load(); l != 0 && time.Since(time.Unix(0, l)) < e.cfg.spoutDeadline()+5*time.Second {
 				rt.resume(c, rep, rpid)
 			}

@@ -1,0 +1,254 @@
+package actors
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// The stages of the pipeline, as the queueing model sees them: every task
+// actor of a kind on this member is one server of its stage.
+var stageNames = []string{KindSpout, KindProcessor, KindAcker, KindCounter}
+
+// stageMeter measures one stage on this member: messages posted to its
+// mailboxes (arrivals), messages handled and the time spent handling them
+// (service), and the time integral of the messages in the stage (waiting or
+// in service), from which the mean follows for any interval. It is the
+// mailbox middleware and receiver middleware of the stage's props.
+type stageMeter struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	last    int64   // unix ns of the last change of inStage
+	inStage int64   // posted and not yet handled
+	area    float64 // ∫ inStage dt, in message·ns
+	posted  uint64
+	served  uint64
+	busy    int64 // ns spent handling
+	servers int64 // task actors started and not stopped
+}
+
+// stageSample is a stage meter's cumulative state at a time.
+type stageSample struct {
+	at             int64
+	area           float64
+	posted, served uint64
+	busy           int64
+	inStage        int64
+	servers        int64
+}
+
+func newStageMeter(now func() time.Time) *stageMeter {
+	return &stageMeter{now: now, last: now().UnixNano()}
+}
+
+// integrate brings the area up to t; the caller holds mu.
+func (m *stageMeter) integrate(t int64) {
+	if t > m.last {
+		m.area += float64(m.inStage) * float64(t-m.last)
+		m.last = t
+	}
+}
+
+func (m *stageMeter) change(d int64, posted bool) {
+	t := m.now().UnixNano()
+	m.mu.Lock()
+	m.integrate(t)
+	m.inStage += d
+	if posted {
+		m.posted++
+	}
+	m.mu.Unlock()
+}
+
+// MailboxStarted, MessagePosted, MessageReceived and MailboxEmpty make the
+// meter a mailbox middleware; system messages do not count.
+func (m *stageMeter) MailboxStarted() {}
+func (m *stageMeter) MailboxEmpty()   {}
+
+func (m *stageMeter) MessagePosted(msg any) {
+	if _, sys := msg.(actor.SystemMessage); !sys {
+		m.change(1, true)
+	}
+}
+
+func (m *stageMeter) MessageReceived(msg any) {
+	if _, sys := msg.(actor.SystemMessage); !sys {
+		m.change(-1, false)
+	}
+}
+
+// receive is the receiver middleware: it times each user message and
+// counts the stage's task actors.
+func (m *stageMeter) receive(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+		switch env.Message.(type) {
+		case *actor.Started:
+			m.mu.Lock()
+			m.servers++
+			m.mu.Unlock()
+			next(c, env)
+			return
+		case *actor.Stopped:
+			m.mu.Lock()
+			m.servers--
+			m.mu.Unlock()
+			next(c, env)
+			return
+		case actor.SystemMessage:
+			next(c, env)
+			return
+		}
+		start := m.now()
+		next(c, env)
+		d := m.now().Sub(start)
+		m.mu.Lock()
+		m.served++
+		m.busy += int64(d)
+		m.mu.Unlock()
+	}
+}
+
+func (m *stageMeter) sample() stageSample {
+	t := m.now().UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.integrate(t)
+	return stageSample{at: t, area: m.area, posted: m.posted, served: m.served, busy: m.busy, inStage: m.inStage, servers: m.servers}
+}
+
+// Stage is one stage's load over a recent interval (the last few seconds),
+// measured and as the M/M/c model predicts it.
+type Stage struct {
+	Name    string `json:"name"`
+	Servers int    `json:"servers"` // task actors of the stage on this member
+	// Arrivals and Service are λ (messages posted per second) and μ
+	// (messages one server handles per second of handling).
+	Arrivals float64 `json:"arrivals_per_second"`
+	Service  float64 `json:"service_per_second"`
+	// Model is the M/M/c prediction for λ, μ and the servers.
+	Model MMc `json:"model"`
+	// L is the measured mean number of messages in the stage (waiting or
+	// handled), W the mean time a message spends there (Little: L/λ).
+	L float64       `json:"measured_in_stage"`
+	W time.Duration `json:"measured_time_in_stage_ns"`
+	// Queued is the messages in the stage now.
+	Queued int64 `json:"queued_now"`
+	// Warning is set while the stage's utilisation has stayed at or above
+	// the threshold (Config.WarnUtilisation) for WarnAfter or longer: its
+	// queue is the one that will overflow first.
+	Warning string `json:"warning,omitempty"`
+}
+
+// stageWindow is the interval over which Stages measures: the rates of the
+// last few seconds, not of the whole run.
+const stageWindow = 2 * time.Second
+
+// WarnAfter is how long a stage's utilisation must stay at or above the
+// threshold before it is warned about.
+const WarnAfter = 5 * time.Second
+
+// stages keeps the samples Stages compares and when each stage went over
+// the threshold.
+type stages struct {
+	mu      sync.Mutex
+	meters  map[string]*stageMeter
+	history []map[string]stageSample // oldest first, one every quarter second at most
+	over    map[string]int64         // stage -> unix ns it went over the threshold
+	warned  map[string]bool          // stage -> warned about since
+}
+
+func newStages(now func() time.Time) *stages {
+	s := &stages{meters: map[string]*stageMeter{}, over: map[string]int64{}, warned: map[string]bool{}}
+	for _, n := range stageNames {
+		s.meters[n] = newStageMeter(now)
+	}
+	first := map[string]stageSample{}
+	for n, m := range s.meters {
+		first[n] = m.sample()
+	}
+	s.history = append(s.history, first)
+	return s
+}
+
+// props gives a stage's task props its meter.
+func (s *stages) props(stage string, mailbox func(...actor.MailboxMiddleware) actor.MailboxProducer) []actor.PropsOption {
+	m := s.meters[stage]
+	return []actor.PropsOption{actor.WithMailbox(mailbox(m)), actor.WithReceiverMiddleware(m.receive)}
+}
+
+// Stages reports each stage's load on this member over about the last two
+// seconds (since the runtime was made, at first), with the M/M/c model's
+// prediction beside it. threshold is the utilisation to warn at; newly
+// warned stages are passed to warn.
+func (s *stages) report(threshold float64, warn func(Stage)) []Stage {
+	now := map[string]stageSample{}
+	for n, m := range s.meters {
+		now[n] = m.sample()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	base := s.history[0]
+	t := now[KindSpout].at
+	for _, h := range s.history {
+		if t-h[KindSpout].at >= int64(stageWindow) {
+			base = h
+		}
+	}
+	if last := s.history[len(s.history)-1]; t-last[KindSpout].at >= int64(stageWindow/8) {
+		s.history = append(s.history, now)
+	}
+	for len(s.history) > 16 && t-s.history[1][KindSpout].at >= int64(stageWindow) {
+		s.history = s.history[1:]
+	}
+	out := make([]Stage, 0, len(stageNames))
+	for _, n := range stageNames {
+		st := measure(n, base[n], now[n])
+		if st.Model.Rho >= threshold && st.Model.Rho > 0 {
+			since, ok := s.over[n]
+			if !ok {
+				since = t
+				s.over[n] = t
+			}
+			if d := time.Duration(t - since); d >= WarnAfter {
+				st.Warning = fmt.Sprintf("%s: utilisation %.2f for %v (threshold %.2f): its mailboxes grow; give it more tasks or members",
+					n, st.Model.Rho, d.Round(time.Second), threshold)
+				if !s.warned[n] && warn != nil {
+					warn(st)
+				}
+				s.warned[n] = true
+			}
+		} else {
+			delete(s.over, n)
+			delete(s.warned, n)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// measure is a stage's load between two samples.
+func measure(name string, a, b stageSample) Stage {
+	st := Stage{Name: name, Servers: int(b.servers), Queued: b.inStage}
+	dt := float64(b.at-a.at) / 1e9
+	if dt <= 0 {
+		return st
+	}
+	st.Arrivals = float64(b.posted-a.posted) / dt
+	if busy := float64(b.busy-a.busy) / 1e9; busy > 0 {
+		st.Service = float64(b.served-a.served) / busy
+	}
+	st.L = (b.area - a.area) / 1e9 / dt
+	if st.Arrivals > 0 {
+		st.W = seconds(st.L / st.Arrivals)
+	}
+	st.Model = ModelMMc(st.Arrivals, st.Service, max(st.Servers, 1))
+	if math.IsInf(st.Model.L, 1) {
+		st.Model.Wq, st.Model.W = 0, 0 // JSON has no infinity: Stable says it
+		st.Model.Lq, st.Model.L = -1, -1
+	}
+	return st
+}
