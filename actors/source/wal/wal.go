@@ -1,0 +1,925 @@
+// Package wal is a local, segmented, checksummed write-ahead log of records,
+// read like a Kafka partition: records get dense offsets from 0, readers
+// read from any offset still kept, and named readers commit how far they
+// got, which lets the log delete what every reader has finished.
+//
+// # Files
+//
+// A log is a directory:
+//
+//	00000000000000000000.log   segments, each named by the offset of its first record
+//	00000000000000081920.log
+//	readers.json               the committed offset of each named reader
+//	lock                       flock'ed while the log is open, so one process has it
+//
+// Each record is one frame (see HeaderSize): CRC-32C, payload length, time
+// (unix ns), payload. Segments are filled up to Options.SegmentBytes; the
+// records of one Append call always go to one segment, so a call is all or
+// nothing.
+//
+// # Durability
+//
+// Append returns once its records are durable under Options.Sync:
+// EveryAppend fsyncs before it returns (concurrent appenders share an fsync
+// when they can), Grouped(d) lets the appenders of an interval share one
+// fsync, done every d by one goroutine, NoSync never waits (tests and
+// benchmarks; the data are fsynced on Close and on segment rolls only).
+// Readers see a record only once it is durable (End), so nothing a reader
+// processed can vanish in a crash. A process that dies without the machine
+// (kill -9) loses nothing it wrote: Open finds it in the page cache and
+// fsyncs it.
+//
+// # Limits
+//
+// A record's payload is at most Options.MaxRecordBytes, one Append's frames
+// at most Options.SegmentBytes (else a *TooLargeError, nothing written); a
+// Read returns at most MaxReadBytes; at most MaxReaders named readers. The
+// bytes waiting for a grouped fsync are bounded by the appenders, each of
+// which waits for its own. The log keeps one open file per segment. Without
+// readers or retention limits the log grows until the device is full, and
+// Append then fails with ErrNoSpace.
+//
+// # Recovery
+//
+// Open scans the last segment, verifying every checksum. A frame that is cut
+// short or does not match its checksum ends the segment: Open truncates it
+// there, fsyncs, reports it in Recovered and through Options.Logf ("wal:
+// truncated torn tail of N bytes in segment X at offset Y"). This is the
+// torn tail of a crash; those records had not been acknowledged, since an
+// append returns only after an fsync that covered them. (A checksum error in
+// the middle of the last segment cannot be told from a torn write without
+// more metadata, and is truncated the same way; the byte count is in the log
+// line.) Sealed segments were fsynced before the next one was created, so a
+// bad frame in one is corruption: reading it, or Verify, returns a
+// *CorruptError naming the file and the byte position, and nothing is
+// truncated.
+//
+// # Retention
+//
+// A sealed segment (never the active one) is deleted when
+//   - every named reader has committed an offset at or past its end (with no
+//     reader registered nothing is deleted for this reason: records are kept
+//     for a reader that has not come yet), or
+//   - the log is larger than Options.MaxBytes, oldest segment first, or
+//   - it was last written more than Options.MaxAge ago (a segment sealed
+//     before Open is dated by its file's modification time).
+//
+// MaxBytes and MaxAge are hard limits, as in Kafka: they delete records that
+// readers have not committed, and such a reader gets ErrOutOfRange for them
+// and must go on from Start. Retention runs when a segment is sealed, on
+// Commit, on Open, and when Retain is called (call it periodically for
+// MaxAge on a log that gets no appends).
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults and limits of Options.
+const (
+	DefaultSegmentBytes   = 64 << 20
+	DefaultMaxRecordBytes = 1 << 20
+	// MinSegmentBytes is the smallest Options.SegmentBytes.
+	MinSegmentBytes = 4 << 10
+	// MaxSegmentBytes is the largest Options.SegmentBytes.
+	MaxSegmentBytes = 1 << 30
+)
+
+// Errors of the log.
+var (
+	// ErrNoSpace is wrapped by the error of an append (or a commit) that
+	// failed because the device is full (ENOSPC) or the quota is exhausted
+	// (EDQUOT). The failed records are not in the log; reads go on; an
+	// append may succeed once space is freed (unless the failure came from
+	// an fsync, which leaves the log failed: see Append).
+	ErrNoSpace = errors.New("wal: no space left for the log")
+	// ErrClosed is returned by calls on a closed log.
+	ErrClosed = errors.New("wal: log is closed")
+	// ErrOutOfRange is wrapped by the error of a read before Start (deleted
+	// by retention) or past End.
+	ErrOutOfRange = errors.New("wal: offset out of range")
+	// ErrTooLarge is matched (errors.Is) by every *TooLargeError.
+	ErrTooLarge = errors.New("wal: record too large")
+)
+
+// TooLargeError rejects an append whose record Index is larger than
+// Options.MaxRecordBytes, or, with Index -1, whose records do not fit
+// together in one segment (their frames exceed Options.SegmentBytes).
+// Nothing of the call was written.
+type TooLargeError struct {
+	Index int
+	Size  int64
+	Max   int64
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Index < 0 {
+		return fmt.Sprintf("wal: records of one append take %d bytes, more than a segment (SegmentBytes %d)", e.Size, e.Max)
+	}
+	return fmt.Sprintf("wal: record %d has %d bytes, more than MaxRecordBytes %d", e.Index, e.Size, e.Max)
+}
+
+// Is makes errors.Is(err, ErrTooLarge) true.
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
+// SyncPolicy says when appended records are fsynced. The zero value is
+// EveryAppend.
+type SyncPolicy struct {
+	mode     syncMode
+	interval time.Duration
+}
+
+type syncMode uint8
+
+const (
+	syncEvery syncMode = iota
+	syncGrouped
+	syncNone
+)
+
+var (
+	// EveryAppend fsyncs before Append returns. Appenders that wrote while
+	// another one's fsync was running share the next fsync.
+	EveryAppend = SyncPolicy{mode: syncEvery}
+	// NoSync never fsyncs on Append: records are visible and Append returns
+	// once they are written to the file. A crash of the machine (not of the
+	// process) can lose them. For tests and benchmarks.
+	NoSync = SyncPolicy{mode: syncNone}
+)
+
+// Grouped fsyncs from one goroutine on a clock of period interval: Append
+// writes its records (other appends write meanwhile, also during an fsync)
+// and waits for the next fsync, which covers every append written before it
+// started. The first append after a quiet interval is synced at once; under
+// load fsyncs are due every interval (back to back if an fsync takes
+// longer), so an append waits about interval plus an fsync at most. The
+// schedule is kept even when the timer wakes late (Go's timers can be a
+// millisecond late on an idle process), so fsyncs are interval apart on
+// average, a little less after a late one. Grouped(0) syncs whenever there
+// is something to sync, one fsync at a time.
+func Grouped(interval time.Duration) SyncPolicy {
+	return SyncPolicy{mode: syncGrouped, interval: interval}
+}
+
+func (p SyncPolicy) String() string {
+	switch p.mode {
+	case syncGrouped:
+		return "grouped every " + p.interval.String()
+	case syncNone:
+		return "none"
+	}
+	return "every append"
+}
+
+// Options configure a Log. The zero value is valid: fsync every append,
+// 64 MiB segments, 1 MiB records, no retention limit.
+type Options struct {
+	// Sync is the fsync policy of Append; the zero value is EveryAppend.
+	Sync SyncPolicy
+	// SegmentBytes is the size at which a segment is sealed and the next
+	// one started, from MinSegmentBytes to MaxSegmentBytes; 0 means
+	// DefaultSegmentBytes. A segment never grows past it: an append that
+	// does not fit starts a new segment first.
+	SegmentBytes int64
+	// MaxRecordBytes is the largest payload Append accepts, at most
+	// SegmentBytes-HeaderSize; 0 means DefaultMaxRecordBytes (or less if
+	// SegmentBytes is smaller). A larger one is a *TooLargeError.
+	MaxRecordBytes int
+	// MaxBytes bounds the size of the log's segments: beyond it the oldest
+	// sealed segments are deleted, read or not. 0 means no bound. The
+	// active segment is never deleted, so the log can exceed MaxBytes by
+	// up to one segment.
+	MaxBytes int64
+	// MaxAge deletes sealed segments last written longer ago, read or not.
+	// 0 means no bound.
+	MaxAge time.Duration
+	// Now is the clock of record times and of MaxAge; nil means time.Now.
+	Now func() time.Time
+	// Logf, if set, is told of recoveries and deletions.
+	Logf func(format string, args ...any)
+
+	hooks *hooks // tests: injected faults
+}
+
+// hooks let tests inject I/O faults.
+type hooks struct {
+	writeAt func(f *os.File, b []byte, off int64) (int, error)
+	sync    func(f *os.File) error
+}
+
+// normalized returns o with defaults filled in, or an error naming the
+// first invalid field.
+func (o Options) normalized() (Options, error) {
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.SegmentBytes < MinSegmentBytes || o.SegmentBytes > MaxSegmentBytes {
+		return o, fmt.Errorf("wal: Options.SegmentBytes is %d, want %d to %d", o.SegmentBytes, MinSegmentBytes, MaxSegmentBytes)
+	}
+	if o.MaxRecordBytes == 0 {
+		o.MaxRecordBytes = int(min(DefaultMaxRecordBytes, o.SegmentBytes-HeaderSize))
+	}
+	if o.MaxRecordBytes < 0 || int64(o.MaxRecordBytes) > o.SegmentBytes-HeaderSize {
+		return o, fmt.Errorf("wal: Options.MaxRecordBytes is %d, want 1 to SegmentBytes-%d (%d)", o.MaxRecordBytes, HeaderSize, o.SegmentBytes-HeaderSize)
+	}
+	if o.MaxBytes < 0 {
+		return o, fmt.Errorf("wal: Options.MaxBytes is %d, want >= 0", o.MaxBytes)
+	}
+	if o.MaxAge < 0 {
+		return o, fmt.Errorf("wal: Options.MaxAge is %v, want >= 0", o.MaxAge)
+	}
+	if o.Sync.mode == syncGrouped && o.Sync.interval < 0 {
+		return o, fmt.Errorf("wal: Options.Sync is Grouped(%v), want an interval >= 0", o.Sync.interval)
+	}
+	if o.Sync.mode > syncNone {
+		return o, fmt.Errorf("wal: Options.Sync is invalid")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.hooks == nil {
+		o.hooks = &hooks{}
+	}
+	if o.hooks.writeAt == nil {
+		o.hooks.writeAt = (*os.File).WriteAt
+	}
+	if o.hooks.sync == nil {
+		o.hooks.sync = (*os.File).Sync
+	}
+	return o, nil
+}
+
+// Record is one record read from the log.
+type Record struct {
+	Offset  uint64
+	Time    int64 // unix nanoseconds: when it was appended, or as given to AppendEntries
+	Payload []byte
+}
+
+// Entry is a record to append with its own time.
+type Entry struct {
+	Time    int64 // unix nanoseconds; 0 means the time of the append
+	Payload []byte
+}
+
+// Recovery describes what Open truncated: the torn tail of the last
+// segment. The zero value means nothing was truncated.
+type Recovery struct {
+	Segment        string // path of the segment
+	Offset         uint64 // offset the first dropped record would have had: the next offset
+	Pos            int64  // byte position where the segment was cut
+	TruncatedBytes int64
+	Reason         error // ErrIncomplete or ErrChecksum
+}
+
+// Stats are counters of a log.
+type Stats struct {
+	Start    uint64 // oldest record kept
+	End      uint64 // one past the last durable record
+	Written  uint64 // one past the last written record, durable or not
+	Segments int
+	Bytes    int64 // size of all segments
+
+	Appends  uint64 // successful Append calls since Open
+	Records  uint64 // records they appended
+	Appended int64  // bytes of their frames
+	Syncs    uint64 // fsyncs of segment data (appends, rolls, Close)
+	Deleted  uint64 // segments deleted
+}
+
+// segment is one file of the log.
+type segment struct {
+	base      uint64
+	path      string
+	f         *os.File
+	size      int64     // bytes of whole frames written
+	count     uint64    // records in it
+	lastWrite time.Time // for MaxAge
+	idx       index     // valid if indexed
+	indexed   bool      // sealed segments from before Open are indexed on first read
+	refs      int       // readers and syncs using f, under Log.mu
+	deleted   bool      // removed from the log; f is closed when refs drops to 0
+}
+
+// group is the appends that one grouped fsync covers.
+type group struct {
+	done chan struct{}
+	err  error
+}
+
+// Log is an open write-ahead log. Its methods are safe for concurrent use.
+type Log struct {
+	dir  string
+	opts Options
+	lock *os.File
+
+	mu       sync.Mutex
+	segs     []*segment // oldest first; the last is active
+	next     uint64     // offset of the next record written
+	durable  uint64     // records below it are durable and readable
+	bytes    int64      // size of all segments
+	changed  chan struct{}
+	pending  *group // appends written since the last grouped fsync began
+	err      error  // sticky: the log failed and refuses appends
+	closed   bool
+	commits  map[string]uint64
+	stats    Stats
+	recovery Recovery
+
+	syncMu   sync.Mutex // one fsync of the active segment at a time (EveryAppend)
+	commitMu sync.Mutex // one write of readers.json at a time
+
+	kick     chan struct{} // grouped: an append waits for a sync
+	stop     chan struct{} // grouped: Close
+	syncDone chan struct{} // grouped: the syncer returned
+}
+
+const segmentSuffix = ".log"
+
+func segmentName(base uint64) string { return fmt.Sprintf("%020d%s", base, segmentSuffix) }
+
+// parseSegmentName returns the base offset of a segment file name.
+func parseSegmentName(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, segmentSuffix)
+	if !ok || len(digits) != 20 {
+		return 0, false
+	}
+	base, err := strconv.ParseUint(digits, 10, 64)
+	return base, err == nil
+}
+
+// Open opens the log in dir, creating dir and an empty log if needed, and
+// recovers it: the last segment is scanned and a torn tail truncated (see
+// Recovered). Only one Log may have a directory open at a time, in any
+// process.
+func Open(dir string, opts Options) (*Log, error) {
+	opts, err := opts.normalized()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir, opts: opts, lock: lock, changed: make(chan struct{})}
+	if err := l.load(); err != nil {
+		l.closeFiles()
+		unlockDir(lock)
+		return nil, err
+	}
+	if opts.Sync.mode == syncGrouped {
+		l.kick = make(chan struct{}, 1)
+		l.stop = make(chan struct{})
+		l.syncDone = make(chan struct{})
+		go l.syncLoop(opts.Sync.interval)
+	}
+	return l, nil
+}
+
+// load reads the directory: commits, segments, recovery of the last one.
+func (l *Log) load() error {
+	var err error
+	if l.commits, err = loadCommits(l.dir); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	var bases []uint64
+	for _, e := range entries {
+		if base, ok := parseSegmentName(e.Name()); ok && e.Type().IsRegular() {
+			bases = append(bases, base)
+		}
+	}
+	slices.Sort(bases)
+	if len(bases) == 0 {
+		return l.createSegment(0, l.opts.Now())
+	}
+	for i, base := range bases {
+		path := filepath.Join(l.dir, segmentName(base))
+		last := i == len(bases)-1
+		flag := os.O_RDONLY
+		if last {
+			flag = os.O_RDWR
+		}
+		f, err := os.OpenFile(path, flag, 0)
+		if err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+		info, err := f.Stat()
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("wal: %w", err)
+		}
+		s := &segment{base: base, path: path, f: f, size: info.Size(), lastWrite: info.ModTime()}
+		l.segs = append(l.segs, s)
+		l.bytes += s.size
+		if !last && s.size == 0 {
+			return fmt.Errorf("wal: sealed segment %s is empty", path)
+		}
+	}
+	for i, s := range l.segs[:len(l.segs)-1] {
+		next := l.segs[i+1].base
+		if next <= s.base {
+			return fmt.Errorf("wal: segments %s and %s overlap", s.path, l.segs[i+1].path)
+		}
+		s.count = next - s.base
+	}
+	act := l.active()
+	if err := l.recover(act); err != nil {
+		return err
+	}
+	l.next = act.base + act.count
+	l.durable = l.next
+	l.mu.Lock()
+	l.retain()
+	l.mu.Unlock()
+	return nil
+}
+
+// recover scans the last segment and truncates a torn tail.
+func (l *Log) recover(s *segment) error {
+	res := scan(s.f, s.size, s.base)
+	if res.err != nil {
+		var ce *CorruptError
+		if !errors.As(res.err, &ce) {
+			return fmt.Errorf("wal: segment %s: %w", s.path, res.err)
+		}
+		if !errors.Is(ce.Err, ErrIncomplete) && !errors.Is(ce.Err, ErrChecksum) {
+			return fmt.Errorf("wal: segment %s: reading byte %d: %w", s.path, ce.Pos, ce.Err) // an I/O error: truncate nothing
+		}
+		if err := s.f.Truncate(res.valid); err != nil {
+			return fmt.Errorf("wal: truncating the torn tail of %s: %w", s.path, err)
+		}
+		l.recovery = Recovery{Segment: s.path, Offset: s.base + res.count, Pos: res.valid,
+			TruncatedBytes: s.size - res.valid, Reason: ce.Err}
+		l.opts.Logf("wal: truncated torn tail of %d bytes in segment %s at offset %d (byte %d): %v",
+			s.size-res.valid, s.path, s.base+res.count, res.valid, ce.Err)
+		l.bytes -= s.size - res.valid
+		s.size = res.valid
+	}
+	// What the crashed process wrote may still be only in the page cache.
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("wal: fsync %s: %w", s.path, err)
+	}
+	s.idx, s.indexed, s.count = res.index, true, res.count
+	return nil
+}
+
+// createSegment creates and registers the segment with the given base as
+// the active one, and fsyncs the directory.
+func (l *Log) createSegment(base uint64, now time.Time) error {
+	path := filepath.Join(l.dir, segmentName(base))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("wal: creating segment: %w", mapErr(err))
+	}
+	if err := syncDir(l.dir); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return fmt.Errorf("wal: creating segment %s: %w", path, mapErr(err))
+	}
+	l.segs = append(l.segs, &segment{base: base, path: path, f: f, lastWrite: now, idx: newIndex(base), indexed: true})
+	return nil
+}
+
+// syncDir fsyncs a directory, making file creations, renames and deletions
+// in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// mapErr wraps ErrNoSpace around an error of a full device.
+func mapErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return err
+}
+
+// Recovered reports what Open truncated; the zero Recovery if nothing.
+func (l *Log) Recovered() Recovery {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.recovery
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Start is the offset of the oldest record kept (retention deletes from the
+// front); it equals End when the log is empty.
+func (l *Log) Start() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.segs[0].base
+}
+
+// End is one past the last durable record: the offset the next record will
+// have, once every append under way is durable. Reads stop there.
+func (l *Log) End() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.durable
+}
+
+// Changed returns a channel that is closed when End moves (or the log is
+// closed). Take it before reading, so that records which arrive between the
+// read and the wait are not missed:
+//
+//	ch := l.Changed()
+//	recs, _ := l.Read(next, 100)
+//	if len(recs) == 0 { <-ch }
+func (l *Log) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// Wait blocks until End is past offset, the context ends or the log closes.
+func (l *Log) Wait(ctx context.Context, offset uint64) error {
+	for {
+		l.mu.Lock()
+		end, closed, ch := l.durable, l.closed, l.changed
+		l.mu.Unlock()
+		switch {
+		case end > offset:
+			return nil
+		case closed:
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Stats returns the log's counters.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.stats
+	st.Start, st.End, st.Written = l.segs[0].base, l.durable, l.next
+	st.Segments, st.Bytes = len(l.segs), l.bytes
+	return st
+}
+
+// publish makes the records below end readable.
+func (l *Log) publish(end uint64) {
+	if end > l.durable {
+		l.durable = end
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
+}
+
+// fail makes the log refuse appends from now on, and returns that error.
+func (l *Log) fail(err error) error {
+	if l.err == nil {
+		l.err = fmt.Errorf("wal: log failed, reopen it to append again: %w", mapErr(err))
+	}
+	return l.err
+}
+
+// release drops a reference to s taken under l.mu, closing its file if s
+// was deleted meanwhile. Called under l.mu.
+func (l *Log) release(s *segment) {
+	s.refs--
+	if s.deleted && s.refs == 0 && s.f != nil {
+		_ = s.f.Close()
+		s.f = nil
+	}
+}
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// Append appends records, stamped with the time of the call, and returns
+// the offset of the first; the others follow densely. It returns once they
+// are durable under Options.Sync, so a nil error means they survive a crash.
+//
+// On an error nothing of the call is readable: a record larger than
+// MaxRecordBytes is a *TooLargeError; a failed write (ErrNoSpace for a full
+// device) is cut off the file again and the log goes on; a failed fsync
+// fails the log (the kernel may have dropped the unsynced pages, so their
+// state is unknown): every later append returns that error, reads go on,
+// and reopening recovers. If ctx ends while the append waits for its fsync,
+// Append returns ctx's error but the records may still become durable
+// (retrying may duplicate them: at least once).
+func (l *Log) Append(ctx context.Context, payloads [][]byte) (uint64, error) {
+	now := l.opts.Now()
+	t := now.UnixNano()
+	return l.append(ctx, now, len(payloads), func(i int) (int64, []byte) { return t, payloads[i] })
+}
+
+// AppendEntries is Append with a time per record (0: the time of the call).
+func (l *Log) AppendEntries(ctx context.Context, entries []Entry) (uint64, error) {
+	now := l.opts.Now()
+	t := now.UnixNano()
+	return l.append(ctx, now, len(entries), func(i int) (int64, []byte) {
+		if entries[i].Time != 0 {
+			return entries[i].Time, entries[i].Payload
+		}
+		return t, entries[i].Payload
+	})
+}
+
+func (l *Log) append(ctx context.Context, now time.Time, n int, rec func(int) (int64, []byte)) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	total := int64(0)
+	for i := range n {
+		_, p := rec(i)
+		if len(p) > l.opts.MaxRecordBytes {
+			return 0, &TooLargeError{Index: i, Size: int64(len(p)), Max: int64(l.opts.MaxRecordBytes)}
+		}
+		total += HeaderSize + int64(len(p))
+	}
+	if total > l.opts.SegmentBytes {
+		return 0, &TooLargeError{Index: -1, Size: total, Max: l.opts.SegmentBytes}
+	}
+	bp := getBuf(total)
+	buf := *bp
+	for i := range n {
+		t, p := rec(i)
+		buf = AppendFrame(buf, t, p)
+	}
+
+	l.mu.Lock()
+	first, err := l.write(buf, n, now)
+	*bp = buf
+	putBuf(bp)
+	if err != nil || n == 0 {
+		l.mu.Unlock()
+		return first, err
+	}
+	switch l.opts.Sync.mode {
+	case syncNone:
+		l.publish(l.next)
+		l.mu.Unlock()
+		return first, nil
+	case syncGrouped:
+		g := l.pending
+		if g == nil {
+			g = &group{done: make(chan struct{})}
+			l.pending = g
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+		}
+		l.mu.Unlock()
+		select {
+		case <-g.done:
+			return first, g.err
+		case <-ctx.Done():
+			return first, fmt.Errorf("wal: waiting for fsync: %w", ctx.Err())
+		}
+	default:
+		end := l.next
+		l.mu.Unlock()
+		return first, l.syncTo(end)
+	}
+}
+
+// maxPooledBuf is the largest encoding buffer kept for reuse.
+const maxPooledBuf = 1 << 20
+
+var bufPool sync.Pool
+
+// getBuf returns an empty buffer with room for n bytes.
+func getBuf(n int64) *[]byte {
+	if n <= maxPooledBuf {
+		if bp, ok := bufPool.Get().(*[]byte); ok {
+			*bp = slices.Grow((*bp)[:0], int(n))
+			return bp
+		}
+	}
+	b := make([]byte, 0, max(n, 4096))
+	return &b
+}
+
+func putBuf(bp *[]byte) {
+	if cap(*bp) <= maxPooledBuf {
+		*bp = (*bp)[:0]
+		bufPool.Put(bp)
+	}
+}
+
+// write writes the frames in buf (n records) to the active segment, rolling
+// first if they do not fit. Called under l.mu.
+func (l *Log) write(buf []byte, n int, now time.Time) (uint64, error) {
+	switch {
+	case l.closed:
+		return 0, ErrClosed
+	case l.err != nil:
+		return 0, l.err
+	case n == 0:
+		return l.next, nil
+	}
+	act := l.active()
+	if act.size > 0 && act.size+int64(len(buf)) > l.opts.SegmentBytes {
+		if err := l.roll(now); err != nil {
+			return 0, err
+		}
+		act = l.active()
+	}
+	if _, err := l.opts.hooks.writeAt(act.f, buf, act.size); err != nil {
+		err = fmt.Errorf("wal: appending to %s: %w", act.path, mapErr(err))
+		if terr := act.f.Truncate(act.size); terr != nil {
+			return 0, l.fail(fmt.Errorf("%v; then cutting it back to %d bytes: %w", err, act.size, terr))
+		}
+		return 0, err
+	}
+	first := l.next
+	for pos, off := int64(0), first; pos < int64(len(buf)); off++ {
+		act.idx.add(off, act.size+pos)
+		pos += FrameSize(buf[pos:])
+	}
+	act.size += int64(len(buf))
+	act.count += uint64(n)
+	act.lastWrite = now
+	l.bytes += int64(len(buf))
+	l.next += uint64(n)
+	l.stats.Appends++
+	l.stats.Records += uint64(n)
+	l.stats.Appended += int64(len(buf))
+	return first, nil
+}
+
+// roll seals the active segment (fsyncing it, so sealed segments are whole)
+// and starts the next. Called under l.mu.
+func (l *Log) roll(now time.Time) error {
+	act := l.active()
+	l.stats.Syncs++
+	if err := l.opts.hooks.sync(act.f); err != nil {
+		return l.fail(fmt.Errorf("fsync %s: %w", act.path, err))
+	}
+	if err := l.createSegment(l.next, now); err != nil {
+		return err
+	}
+	l.retain()
+	return nil
+}
+
+// syncTo makes the records below end durable (EveryAppend). An fsync that
+// started after they were written covers them, so appenders that queue here
+// behind one fsync share the next.
+func (l *Log) syncTo(end uint64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.durable >= end:
+		return nil
+	case l.closed:
+		return ErrClosed
+	case l.err != nil:
+		return l.err
+	}
+	return l.syncActive()
+}
+
+// syncActive fsyncs the active segment outside l.mu and publishes what it
+// covers: every record written before it started (earlier segments were
+// fsynced when they were sealed). Called under l.mu, which it releases
+// during the fsync.
+func (l *Log) syncActive() error {
+	s, target := l.active(), l.next
+	s.refs++
+	l.stats.Syncs++
+	l.mu.Unlock()
+	err := l.opts.hooks.sync(s.f)
+	l.mu.Lock()
+	l.release(s)
+	if err != nil {
+		return l.fail(fmt.Errorf("fsync %s: %w", s.path, err))
+	}
+	l.publish(target)
+	return nil
+}
+
+// syncLoop is the goroutine of Grouped: it fsyncs when appends wait, at
+// most once per interval, and once more when the log closes.
+func (l *Log) syncLoop(interval time.Duration) {
+	defer close(l.syncDone)
+	timer := time.NewTimer(0)
+	<-timer.C
+	var last time.Time // when the last fsync was due
+	for {
+		select {
+		case <-l.kick:
+		case <-l.stop:
+			l.syncPending()
+			return
+		}
+		now := time.Now()
+		if due := last.Add(interval); now.Before(due) {
+			timer.Reset(due.Sub(now))
+			select {
+			case <-timer.C:
+			case <-l.stop:
+				timer.Stop()
+				l.syncPending()
+				return
+			}
+			// Timers fire late (by up to a millisecond when the process
+			// is idle); keeping to the schedule rather than to the late
+			// wake-up keeps fsyncs interval apart on average.
+			last = due
+		} else {
+			last = now
+		}
+		l.syncPending()
+	}
+}
+
+// syncPending fsyncs for the appends of the pending group and releases them.
+func (l *Log) syncPending() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.pending
+	if g == nil {
+		return
+	}
+	l.pending = nil
+	if l.err == nil {
+		_ = l.syncActive()
+	}
+	g.err = l.err
+	close(g.done)
+}
+
+// Close waits for the pending fsync, fsyncs the active segment and closes
+// the files. Appends after Close return ErrClosed. Calling it again does
+// nothing.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	if l.stop != nil {
+		close(l.stop)
+		<-l.syncDone
+	}
+	l.syncMu.Lock() // no EveryAppend fsync under way
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var err error
+	if l.err == nil {
+		act := l.active()
+		l.stats.Syncs++
+		if serr := l.opts.hooks.sync(act.f); serr != nil {
+			err = fmt.Errorf("wal: fsync %s: %w", act.path, serr)
+		} else {
+			l.publish(l.next) // appends that wrote before Close and wait for EveryAppend's fsync
+		}
+	}
+	close(l.changed)
+	l.closeFiles()
+	unlockDir(l.lock)
+	return err
+}
+
+// closeFiles closes every segment's file (those in use by a reader are
+// closed under it: its read fails).
+func (l *Log) closeFiles() {
+	for _, s := range l.segs {
+		if s.f != nil {
+			_ = s.f.Close()
+			s.f = nil
+		}
+	}
+}
