@@ -121,13 +121,15 @@ func TestDashboardInChromium(t *testing.T) {
 		Conn      string `json:"conn"`
 		Ackers    int    `json:"ackers"`
 		Top       int    `json:"top"`
+		Stages    int    `json:"stages"`
 	}
 	read := func() (page, int) {
 		p, err := chromedp.Run(ctx, chromedp.Evaluate[page](`({
 			completed: document.getElementById("completed").textContent,
 			conn: document.getElementById("conn").textContent,
 			ackers: document.querySelectorAll("#ackers .bar").length,
-			top: document.querySelectorAll("#top tr").length})`))
+			top: document.querySelectorAll("#top tr").length,
+			stages: document.querySelectorAll("#stages tbody tr").length})`))
 		if err != nil {
 			t.Fatalf("reading the dashboard: %v", err)
 		}
@@ -151,7 +153,9 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	_, first := until("no completed count appeared", func(_ page, n int) bool { return n > 0 })
 	_, second := until("the completed count did not change", func(_ page, n int) bool { return n > first })
-	p, _ := until("no acker bars and top words appeared", func(p page, _ int) bool { return p.Top == 10 && p.Ackers == 2 })
+	p, _ := until("no acker bars, stages and top words appeared", func(p page, _ int) bool {
+		return p.Top == 10 && p.Ackers == 2 && p.Stages == 4
+	})
 	if p.Conn != "live" {
 		t.Fatalf("connection %q, want live", p.Conn)
 	}

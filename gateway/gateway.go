@@ -137,12 +137,15 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 
 // Status is what GET /api/status answers.
 type Status struct {
-	Members   []Member      `json:"members"`
-	AckerSet  AckerSet      `json:"acker_set"`
-	Ackers    []AckerStatus `json:"ackers"`
-	Run       *RunStatus    `json:"run,omitempty"` // on the member that drives the run
-	Counters  []string      `json:"counters"`      // counter components, for /api/counters
-	AckerErrs string        `json:"acker_error,omitempty"`
+	Members  []Member      `json:"members"`
+	AckerSet AckerSet      `json:"acker_set"`
+	Ackers   []AckerStatus `json:"ackers"`
+	Run      *RunStatus    `json:"run,omitempty"` // on the member that drives the run
+	Counters []string      `json:"counters"`      // counter components, for /api/counters
+	// Stages is this member's load per stage with the M/M/c model beside
+	// it (actors.Runtime.Stages).
+	Stages    []actors.Stage `json:"stages"`
+	AckerErrs string         `json:"acker_error,omitempty"`
 }
 
 // AckerStatus is one acker's counters and the member that hosts it.
@@ -201,6 +204,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		st.Run = runStatus(p)
 	}
 	st.Counters = s.rt.Topology().Counters()
+	st.Stages = s.rt.Stages()
 	writeJSON(w, http.StatusOK, st)
 }
 

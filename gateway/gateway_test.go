@@ -149,6 +149,9 @@ func TestStatusAndCounters(t *testing.T) {
 	if len(st.Members) != 1 || st.AckerSet.Ackers != 2 || len(st.Ackers) != 2 || st.Run == nil || st.Run.Completed != 3 {
 		t.Fatalf("status %+v", st)
 	}
+	if len(st.Stages) != 4 || st.Stages[2].Name != "acker" || st.Stages[2].Servers != 2 {
+		t.Fatalf("stages %+v", st.Stages)
+	}
 	var a CounterAnswer
 	if code := call(t, "GET", srv.URL+"/api/counters/words?key=a&key=zz&top=2", "", "", &a); code != 200 {
 		t.Fatalf("counters: %d", code)
@@ -301,7 +304,8 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{"acktor_completed_total 3\n", "acktor_roots_total 3\n", "acktor_in_flight 0\n",
 		`acktor_acker_completed_total{acker="acker/0"} `, `acktor_window_applied_total{component="words"} 6` + "\n",
 		`acktor_window_keys{component="words"} 3` + "\n", "acktor_ackers 2\n", `acktor_scrape_errors{what="ackers"} 0` + "\n",
-		"acktor_gateway_subscribers 0\n", `acktor_complete_latency_seconds{quantile="0.99"} `, "go_goroutines "} {
+		"acktor_gateway_subscribers 0\n", `acktor_complete_latency_seconds{quantile="0.99"} `, `acktor_stage_servers{stage="acker"} 2` + "\n",
+		`acktor_stage_utilisation{stage="counter"} `, "go_goroutines "} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics has no %q", want)
 		}

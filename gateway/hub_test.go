@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
 
 // fakeTicks drives a hub's pollers by hand: every poller shares one
@@ -63,6 +61,23 @@ func none(t *testing.T, s *subscriber) {
 	}
 }
 
+// pollersGone fails unless every poller of h has ended: the hub's own
+// goroutine leak check (goleak would see the Proto.Actor goroutines that
+// other tests of the package leave behind).
+func pollersGone(t *testing.T, h *hub) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a poller goroutine is still running")
+	}
+}
+
 func newTestHub(max, buffer int) (*hub, *fakeTicks) {
 	h := newHub(max, buffer)
 	ft := &fakeTicks{c: make(chan time.Time)}
@@ -74,7 +89,6 @@ func newTestHub(max, buffer int) (*hub, *fakeTicks) {
 // poller; a value goes out only when it changed; a late subscriber gets the
 // last one at once; the poller stops with its last subscriber.
 func TestHubSharesOnePollerAndSendsChanges(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // other tests leave Proto.Actor's goroutines
 	h, ft := newTestHub(10, 4)
 	f := &counterFetch{v: "1", seen: make(chan struct{}, 10)}
 	a, err := h.subscribe("k", time.Second, f.fetch)
@@ -115,6 +129,7 @@ func TestHubSharesOnePollerAndSendsChanges(t *testing.T) {
 	if topics, subs := h.stats(); topics != 0 || subs != 0 {
 		t.Fatalf("after unsubscribing: %d topics %d subs", topics, subs)
 	}
+	pollersGone(t, h) // the last subscriber stopped its poller
 	h.close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -126,8 +141,8 @@ func TestHubSharesOnePollerAndSendsChanges(t *testing.T) {
 // TestHubDropsSlowConsumers: a subscriber that leaves its buffer full is
 // dropped with a reason; the others keep getting updates.
 func TestHubDropsSlowConsumers(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // other tests leave Proto.Actor's goroutines
 	h, ft := newTestHub(10, 2)
+	defer pollersGone(t, h)
 	defer h.close()
 	f := &counterFetch{v: "0", seen: make(chan struct{}, 10)}
 	slow, _ := h.subscribe("k", time.Second, f.fetch)
@@ -159,8 +174,8 @@ func TestHubDropsSlowConsumers(t *testing.T) {
 // TestHubBounds: subscriptions over the bound are refused; closing drops
 // every subscriber with a reason and refuses new ones.
 func TestHubBounds(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // other tests leave Proto.Actor's goroutines
 	h, _ := newTestHub(2, 1)
+	defer pollersGone(t, h)
 	f := &counterFetch{v: "x", seen: make(chan struct{}, 10)}
 	a, _ := h.subscribe("a", time.Second, f.fetch)
 	b, _ := h.subscribe("b", time.Second, f.fetch)

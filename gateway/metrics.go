@@ -58,6 +58,8 @@ type collector struct {
 	ackerHandedOver, ackerAdopted, ackerForwarded                          *prometheus.Desc
 	windowApplied, windowDuplicates, windowLate, windowRefused, windowKeys *prometheus.Desc
 	windowEnd, subscribers, droppedSubscribers, scrapeErrors, members      *prometheus.Desc
+	stageServers, stageArrivals, stageService, stageUtilisation            *prometheus.Desc
+	stageInStage, stageModelInStage, stageWarning                          *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -94,6 +96,13 @@ func newCollector(s *Server) *collector {
 		droppedSubscribers: d("gateway_dropped_subscribers_total", "Streams dropped as slow consumers."),
 		scrapeErrors:       d("scrape_errors", "Questions this scrape could not get answered (a member down).", "what"),
 		members:            d("members", "Cluster members this node sees."),
+		stageServers:       d("stage_servers", "Task actors of a stage on this member.", "stage"),
+		stageArrivals:      d("stage_arrivals_per_second", "Messages posted to a stage's mailboxes (λ), over the last seconds.", "stage"),
+		stageService:       d("stage_service_per_second", "Messages one task of a stage handles per second of work (μ).", "stage"),
+		stageUtilisation:   d("stage_utilisation", "λ/(cμ) of a stage; at 1 its mailboxes grow without bound.", "stage"),
+		stageInStage:       d("stage_in_stage", "Mean messages in a stage (queued or handled), measured.", "stage"),
+		stageModelInStage:  d("stage_model_in_stage", "Mean messages in a stage by the M/M/c model; -1 when unstable.", "stage"),
+		stageWarning:       d("stage_warning", "1 while a stage has stayed over the utilisation threshold.", "stage"),
 	}
 }
 
@@ -156,6 +165,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(c.scrapeErrors, float64(failed), "counters")
+	for _, st := range s.rt.Stages() {
+		gauge(c.stageServers, float64(st.Servers), st.Name)
+		gauge(c.stageArrivals, st.Arrivals, st.Name)
+		gauge(c.stageService, st.Service, st.Name)
+		gauge(c.stageUtilisation, st.Model.Rho, st.Name)
+		gauge(c.stageInStage, st.L, st.Name)
+		gauge(c.stageModelInStage, st.Model.L, st.Name)
+		gauge(c.stageWarning, b2f(st.Warning != ""), st.Name)
+	}
 	_, subs := s.hub.stats()
 	gauge(c.subscribers, float64(subs))
 	counter(c.droppedSubscribers, s.hub.droppedTotal())

@@ -40,7 +40,20 @@ type Live struct {
 	AckerSet AckerSet    `json:"acker_set"`
 	Ackers   []LiveAcker `json:"ackers"`
 	Counters []string    `json:"counters"`
+	Stages   []LiveStage `json:"stages"`
 	Error    string      `json:"error,omitempty"`
+}
+
+// LiveStage is a stage's load, rounded so that noise alone sends no update.
+type LiveStage struct {
+	Name        string  `json:"name"`
+	Servers     int     `json:"servers"`
+	Arrivals    float64 `json:"arrivals_per_second"`
+	Service     float64 `json:"service_per_second"`
+	Utilisation float64 `json:"utilisation"`
+	ModelL      float64 `json:"model_in_stage"` // -1: unstable
+	MeasuredL   float64 `json:"measured_in_stage"`
+	Warning     string  `json:"warning,omitempty"`
 }
 
 // Rates are per-second rates over the last polling interval.
@@ -114,6 +127,11 @@ func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, a := range ackers {
 			l.Ackers = append(l.Ackers, LiveAcker{ID: a.ID, InFlight: a.InFlight, Completed: a.Completed})
+		}
+		for _, st := range s.rt.Stages() {
+			l.Stages = append(l.Stages, LiveStage{Name: st.Name, Servers: st.Servers, Arrivals: round(st.Arrivals),
+				Service: round(st.Service), Utilisation: round(st.Model.Rho*100) / 100, ModelL: round(st.Model.L),
+				MeasuredL: round(st.L), Warning: st.Warning})
 		}
 		return json.Marshal(l)
 	})
