@@ -72,6 +72,9 @@ type Config struct {
 	DeadLetters DeadLetterSink
 	// Log receives the runtime's log lines; nil means logrus's standard logger.
 	Log logrus.FieldLogger
+	// IdleWait is how long a spout task waits before it asks again a
+	// source that had nothing ready; 0 means 2 ms.
+	IdleWait time.Duration
 	// WarnUtilisation is the utilisation (λ/cμ) at which a stage that stays
 	// there for WarnAfter is warned about (Stages, the log); 0 means 0.9.
 	WarnUtilisation float64
@@ -101,6 +104,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("timeout = %v, want >= 10ms", c.Timeout)
 	case c.Generations < 2 || c.Generations > ledger.MaxGenerations:
 		return fmt.Errorf("generations = %d, want 2..%d", c.Generations, ledger.MaxGenerations)
+	case c.IdleWait < 0 || c.IdleWait > time.Second:
+		return fmt.Errorf("idle wait = %v, want 0..1s (0: 2ms)", c.IdleWait)
 	case c.WarnUtilisation < 0 || c.WarnUtilisation > 10:
 		return fmt.Errorf("warn utilisation = %v, want 0..10 (0: 0.9)", c.WarnUtilisation)
 	case c.MaxReplays < 0:

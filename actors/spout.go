@@ -296,7 +296,10 @@ func (s *spoutTask) pull() {
 		var bad *source.BadRecord
 		switch {
 		case errors.Is(err, source.ErrNotReady):
-			wait = 2 * time.Millisecond
+			wait = s.env.cfg.IdleWait
+			if wait == 0 {
+				wait = 2 * time.Millisecond
+			}
 		case errors.Is(err, io.EOF):
 			s.exhausted = true
 		case errors.As(err, &bad):

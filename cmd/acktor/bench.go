@@ -55,6 +55,7 @@ func newBench(log *logrus.Logger) *cobra.Command {
 	}
 	cmd.AddCommand(newBenchSketch(log))
 	cmd.AddCommand(newBenchAckers(log))
+	cmd.AddCommand(newBenchQueue(log))
 	return cmd
 }
 
