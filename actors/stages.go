@@ -129,8 +129,13 @@ type Stage struct {
 	// (messages one server handles per second of handling).
 	Arrivals float64 `json:"arrivals_per_second"`
 	Service  float64 `json:"service_per_second"`
-	// Model is the M/M/c prediction for λ, μ and the servers.
+	// Model is the M/M/c prediction for λ, μ and the servers: one queue
+	// that any idle task takes from. Each task actor has a mailbox of its
+	// own, though, and groupings split the arrivals among them, so Split
+	// is the stage as c M/M/1 queues of λ/c each (its L and Lq summed over
+	// them): an even split's truth, which M/M/c underestimates.
 	Model MMc `json:"model"`
+	Split MMc `json:"model_split"`
 	// L is the measured mean number of messages in the stage (waiting or
 	// handled), W the mean time a message spends there (Little: L/λ).
 	L float64       `json:"measured_in_stage"`
@@ -245,10 +250,21 @@ func measure(name string, a, b stageSample) Stage {
 	if st.Arrivals > 0 {
 		st.W = seconds(st.L / st.Arrivals)
 	}
-	st.Model = ModelMMc(st.Arrivals, st.Service, max(st.Servers, 1))
-	if math.IsInf(st.Model.L, 1) {
-		st.Model.Wq, st.Model.W = 0, 0 // JSON has no infinity: Stable says it
-		st.Model.Lq, st.Model.L = -1, -1
-	}
+	c := max(st.Servers, 1)
+	st.Model = jsonSafe(ModelMMc(st.Arrivals, st.Service, c))
+	st.Split = ModelMMc(st.Arrivals/float64(c), st.Service, 1)
+	st.Split.L *= float64(c)
+	st.Split.Lq *= float64(c)
+	st.Split = jsonSafe(st.Split)
 	return st
+}
+
+// jsonSafe replaces an unstable model's infinities (JSON has none; Stable
+// says it) with -1 and 0.
+func jsonSafe(m MMc) MMc {
+	if math.IsInf(m.L, 1) {
+		m.Wq, m.W = 0, 0
+		m.Lq, m.L = -1, -1
+	}
+	return m
 }

@@ -51,7 +51,8 @@ type LiveStage struct {
 	Arrivals    float64 `json:"arrivals_per_second"`
 	Service     float64 `json:"service_per_second"`
 	Utilisation float64 `json:"utilisation"`
-	ModelL      float64 `json:"model_in_stage"` // -1: unstable
+	ModelL      float64 `json:"model_in_stage"`       // M/M/c; -1: unstable
+	SplitL      float64 `json:"model_split_in_stage"` // c×M/M/1
 	MeasuredL   float64 `json:"measured_in_stage"`
 	Warning     string  `json:"warning,omitempty"`
 }
@@ -130,7 +131,7 @@ func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, st := range s.rt.Stages() {
 			l.Stages = append(l.Stages, LiveStage{Name: st.Name, Servers: st.Servers, Arrivals: round(st.Arrivals),
-				Service: round(st.Service), Utilisation: round(st.Model.Rho*100) / 100, ModelL: round(st.Model.L),
+				Service: round(st.Service), Utilisation: round(st.Model.Rho*100) / 100, ModelL: round(st.Model.L), SplitL: round(st.Split.L),
 				MeasuredL: round(st.L), Warning: st.Warning})
 		}
 		return json.Marshal(l)

@@ -112,14 +112,12 @@ func printStatus(w io.Writer, st gateway.Status) error {
 		fmt.Fprintf(tw, "(some ackers did not answer: %s)\n", st.AckerErrs)
 	}
 	if len(st.Stages) > 0 {
-		fmt.Fprintf(tw, "\nSTAGE (this member)\tTASKS\tλ/s\tμ/s\tρ\tIN STAGE (M/M/c)\tIN STAGE (measured)\tTIME (M/M/c)\tTIME (measured)\n")
+		fmt.Fprintf(tw, "\nSTAGE (this member)\tTASKS\tλ/s\tμ/s\tρ\tIN STAGE: M/M/c\tc×M/M/1\tmeasured\tTIME: M/M/c\tc×M/M/1\tmeasured\n")
 		for _, s := range st.Stages {
-			model, wait := "unstable", "∞"
-			if s.Model.Stable {
-				model, wait = fmt.Sprintf("%.2f", s.Model.L), s.Model.W.Round(time.Microsecond).String()
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%s\t%.2f\t%s\t%s\n", s.Name, s.Servers, s.Arrivals, s.Service,
-				s.Model.Rho, model, s.L, wait, s.W.Round(time.Microsecond))
+			model, wait := inStage(s.Model)
+			split, splitWait := inStage(s.Split)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%s\t%s\t%.2f\t%s\t%s\t%s\n", s.Name, s.Servers, s.Arrivals, s.Service,
+				s.Model.Rho, model, split, s.L, wait, splitWait, s.W.Round(time.Microsecond))
 		}
 		for _, s := range st.Stages {
 			if s.Warning != "" {

@@ -80,21 +80,28 @@ func parseLoads(s string) ([]float64, error) {
 
 func benchQueue(ctx context.Context, out io.Writer, log *logrus.Logger, f benchQueueFlags, loads []float64) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "target ρ\tλ/s\tμ/s\tρ\tin stage: M/M/%d\tmeasured\ttime in stage: M/M/%d\tmeasured\t\n", f.servers, f.servers)
+	fmt.Fprintf(tw, "target ρ\tλ/s\tμ/s\tρ\tin stage: M/M/%d\t%d×M/M/1\tmeasured\ttime in stage: M/M/%d\t%d×M/M/1\tmeasured\t\n",
+		f.servers, f.servers, f.servers, f.servers)
 	for i, rho := range loads {
 		st, err := queueRun(ctx, log, f, rho, f.seed+uint64(i))
 		if err != nil {
 			return err
 		}
-		model, wait := "unstable", "∞"
-		if st.Model.Stable {
-			model, wait = fmt.Sprintf("%.2f", st.Model.L), st.Model.W.Round(time.Microsecond).String()
-		}
-		fmt.Fprintf(tw, "%.2f\t%.0f\t%.0f\t%.2f\t%s\t%.2f\t%s\t%s\t\n", rho, st.Arrivals, st.Service, st.Model.Rho,
-			model, st.L, wait, st.W.Round(time.Microsecond))
+		model, wait := inStage(st.Model)
+		split, splitWait := inStage(st.Split)
+		fmt.Fprintf(tw, "%.2f\t%.0f\t%.0f\t%.2f\t%s\t%s\t%.2f\t%s\t%s\t%s\t\n", rho, st.Arrivals, st.Service, st.Model.Rho,
+			model, split, st.L, wait, splitWait, st.W.Round(time.Microsecond))
 		log.Infof("bench queue: load %.2f done", rho)
 	}
 	return tw.Flush()
+}
+
+// inStage formats a model's L and W.
+func inStage(m actors.MMc) (l, w string) {
+	if !m.Stable {
+		return "unstable", "∞"
+	}
+	return fmt.Sprintf("%.2f", m.L), m.W.Round(time.Microsecond).String()
 }
 
 // queueRun runs the queue topology at load rho and returns its processor

@@ -27,12 +27,12 @@ func TestBenchQueue(t *testing.T) {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	f := strings.Fields(lines[1])
-	if len(f) != 8 || f[0] != "0.50" {
+	if len(f) != 10 || f[0] != "0.50" {
 		t.Fatalf("row %q", lines[1])
 	}
 	lambda, _ := strconv.ParseFloat(f[1], 64)
 	modelL, _ := strconv.ParseFloat(f[4], 64)
-	measuredL, _ := strconv.ParseFloat(f[5], 64)
+	measuredL, _ := strconv.ParseFloat(f[6], 64)
 	if lambda < 1500 || lambda > 3500 || modelL <= 0 || measuredL <= 0 {
 		t.Fatalf("row %q: λ %v (want about 2500), in stage %v by the model and %v measured", lines[1], lambda, modelL, measuredL)
 	}
