@@ -72,8 +72,9 @@ type Config struct {
 	DeadLetters DeadLetterSink
 	// Log receives the runtime's log lines; nil means logrus's standard logger.
 	Log logrus.FieldLogger
-	// IdleWait is how long a spout task waits before it asks again a
-	// source that had nothing ready; 0 means 2 ms.
+	// IdleWait is the longest a spout task waits before it asks again a
+	// source that had nothing ready (it starts at 50 µs and doubles while
+	// the source stays dry); 0 means 2 ms.
 	IdleWait time.Duration
 	// WarnUtilisation is the utilisation (λ/cμ) at which a stage that stays
 	// there for WarnAfter is warned about (Stages, the log); 0 means 0.9.
@@ -184,6 +185,13 @@ type Runtime struct {
 // time spent there, measured and as the M/M/c model predicts them.
 func (rt *Runtime) Stages() []Stage {
 	return rt.env.stages.report(rt.env.warnUtilisation(), func(st Stage) { rt.env.log.Warn("stage " + st.Warning) })
+}
+
+func (c Config) idleWait() time.Duration {
+	if c.IdleWait == 0 {
+		return 2 * time.Millisecond
+	}
+	return max(c.IdleWait, minIdleWait)
 }
 
 func (e *env) warnUtilisation() float64 {

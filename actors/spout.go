@@ -57,7 +57,8 @@ type spoutTask struct {
 	tracks    []*messages.Track // per acker, under way
 	started   bool
 	exhausted bool
-	pulling   bool // a pull is queued or scheduled
+	pulling   bool          // a pull is queued or scheduled
+	idle      time.Duration // the wait after the source was last not ready
 	finished  bool
 	st        messages.TaskReport
 	lat       latencyHistogram
@@ -67,6 +68,9 @@ type spoutTask struct {
 	// again: they are no new roots when they come back.
 	redelivered map[uint64]struct{}
 }
+
+// minIdleWait is the first wait after a source that had roots is not ready.
+const minIdleWait = 50 * time.Microsecond
 
 // maxEarly bounds the notifications a spout task keeps before it starts
 // (a moved task's new activation hears from ackers before its state comes).
@@ -296,10 +300,10 @@ func (s *spoutTask) pull() {
 		var bad *source.BadRecord
 		switch {
 		case errors.Is(err, source.ErrNotReady):
-			wait = s.env.cfg.IdleWait
-			if wait == 0 {
-				wait = 2 * time.Millisecond
-			}
+			// Ask again soon after a root came, backing off to IdleWait
+			// while the source stays dry: quick under load, idle when idle.
+			s.idle = min(max(2*s.idle, minIdleWait), s.env.cfg.idleWait())
+			wait = s.idle
 		case errors.Is(err, io.EOF):
 			s.exhausted = true
 		case errors.As(err, &bad):
@@ -310,6 +314,7 @@ func (s *spoutTask) pull() {
 			s.st.Error = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
 			s.exhausted = true
 		default:
+			s.idle = 0
 			if _, again := s.redelivered[r.ID]; again {
 				delete(s.redelivered, r.ID)
 			} else {
