@@ -38,6 +38,9 @@ type wordcountFlags struct {
 	failRate, dropRate        float64
 	seed                      uint64
 	progress                  string
+	// src, if set, is the source instead of --input or --generate (a
+	// node's ingest log).
+	src source.Factory
 }
 
 func newWordcount(log *logrus.Logger) *cobra.Command {
@@ -90,6 +93,8 @@ when every line finished (none lost, none dead-lettered).`,
 // sourceFor picks the source the flags name.
 func sourceFor(f wordcountFlags) (source.Factory, error) {
 	switch {
+	case f.src != nil:
+		return f.src, nil
 	case f.input != "" && f.generate > 0:
 		return nil, fmt.Errorf("--input and --generate: give one")
 	case f.generate > 0:
