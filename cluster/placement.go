@@ -40,6 +40,10 @@ type placement struct {
 	rdv   atomic.Pointer[rendezvous]
 	actor *actor.PID
 	sub   *eventstream.Subscription
+
+	mu      sync.Mutex
+	members []*pcluster.Member // as of the last topology
+	gone    map[string]bool    // members that evacuated and are leaving
 }
 
 // evacuate asks the placement actor to move every grain off this member;
@@ -75,12 +79,49 @@ func (p *placement) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	p.rdv.Store(&rendezvous{})
 	props := actor.PropsFromProducer(func() actor.Actor { return &placementActor{p: p, grains: map[string]grain{}} })
 	p.actor, _ = c.ActorSystem.Root.SpawnNamed(props, placementActorName)
+	p.gone = map[string]bool{}
 	p.sub = c.ActorSystem.EventStream.Subscribe(func(ev any) {
-		if t, ok := ev.(*pcluster.ClusterTopology); ok {
-			p.rdv.Store(newRendezvous(t.Members))
-			c.ActorSystem.Root.Send(p.actor, t)
+		switch m := ev.(type) {
+		case *pcluster.ClusterTopology:
+			p.update(m.Members, "")
+			c.ActorSystem.Root.Send(p.actor, m)
+		case *messages.MemberEvacuated:
+			if m.Address != c.ActorSystem.Address() {
+				p.update(nil, m.Address)
+			}
 		}
 	})
+}
+
+// update recomputes the owners from the latest members (nil: unchanged)
+// without those that evacuated: a member that has moved its grains away
+// owns nothing more, though it stays in the topology until it is gone, and
+// asking it for a grain after it stopped would fail.
+func (p *placement) update(members []*pcluster.Member, evacuated string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if members != nil {
+		p.members = members
+		in := map[string]bool{}
+		for _, m := range members {
+			in[m.Address()] = true
+		}
+		for a := range p.gone { // it has left: forget it, an address may come back
+			if !in[a] {
+				delete(p.gone, a)
+			}
+		}
+	}
+	if evacuated != "" {
+		p.gone[evacuated] = true
+	}
+	var live []*pcluster.Member
+	for _, m := range p.members {
+		if !p.gone[m.Address()] {
+			live = append(live, m)
+		}
+	}
+	p.rdv.Store(newRendezvous(live))
 }
 
 func (p *placement) Shutdown() {

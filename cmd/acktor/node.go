@@ -340,11 +340,12 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Not node.Leave: moving a leaving member's tasks off it works on the
-	// in-process provider (cluster.TestJoinAndLeaveMoveTasks) but stalled a
-	// run over automanaged processes; a member that leaves drops its tasks'
-	// state and their roots replay (at least once), as after a crash.
-	defer node.Cluster.Shutdown(true)
+	left := false
+	defer func() {
+		if !left {
+			node.Cluster.Shutdown(true)
+		}
+	}()
 	log.Infof("node: member %s at %s of cluster %q", node.System.ID, node.System.Address(), cfg.Cluster.Name)
 	// The first SIGINT or SIGTERM stops the node (ctx), a second one aborts
 	// what the first lets finish (abortCtx).
@@ -386,7 +387,13 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 	}
 	if !cfg.Job.Driver {
 		<-ctx.Done()
-		log.Info("node: leaving")
+		// A worker that is asked to stop moves its spout tasks, processor
+		// tasks and ackers to the other members before it goes: their
+		// roots neither fail nor replay (TestNodeLeave).
+		log.Info("node: leaving: moving this member's tasks and ackers to the others")
+		node.Leave()
+		left = true
+		log.Info("node: left")
 		return nil
 	}
 	if err := waitMembers(ctx, node, cfg.Job.Members, cfg.Tracker.WaitMembers); err != nil {
