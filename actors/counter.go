@@ -21,9 +21,10 @@ const (
 	DefaultCounterIDs  = 1 << 23
 )
 
-// allTime is the window of a counter without one: a single pane of 2^62 ns
-// (146 years) that holds every unix time from 1970 on.
-const allTime = time.Duration(1 << 62)
+// AllTime is the window of a counter without one: a single pane of 2^62 ns
+// (146 years) that holds every unix time from 1970 on. A query's bounds
+// span it exactly then.
+const AllTime = time.Duration(1 << 62)
 
 // CounterOptions shape a windowed counter component.
 type CounterOptions struct {
@@ -85,7 +86,7 @@ type RepeatOptions struct {
 // withDefaults fills the zero fields and checks the rest.
 func (o CounterOptions) withDefaults() (CounterOptions, error) {
 	if o.Window == (window.Config{}) {
-		o.Window = window.Config{Size: allTime, Pane: allTime}
+		o.Window = window.Config{Size: AllTime, Pane: AllTime}
 	}
 	if err := o.Window.Validate(); err != nil {
 		return o, fmt.Errorf("counter: %w", err)

@@ -218,7 +218,9 @@ func ms(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000
 }
 
-// CounterAnswer is what GET /api/counters/{component} answers.
+// CounterAnswer is what GET /api/counters/{component} answers. Start and
+// End, the window's bounds, are left out before the first update and for a
+// counter over all time.
 type CounterAnswer struct {
 	Keys       []window.Entry `json:"keys,omitempty"`
 	Top        []window.Entry `json:"top,omitempty"`
@@ -263,7 +265,7 @@ func (s *Server) query(ctx context.Context, component string, q *messages.Counte
 	}
 	a := &CounterAnswer{Keys: res.Keys, Top: res.Top, Applied: res.Applied, Duplicates: res.Duplicates,
 		Late: res.Late, Refused: res.Refused, Distinct: res.Distinct, Repeats: res.Repeats, Seen: res.Seen}
-	if res.HasWindow {
+	if res.HasWindow && time.Duration(res.End-res.Start) != actors.AllTime { // all time has no bounds to show
 		start, end := time.Unix(0, res.Start).UTC(), time.Unix(0, res.End).UTC()
 		a.Start, a.End = &start, &end
 	}
