@@ -94,17 +94,73 @@ func (s *benchState) step() {
 	s.i++
 }
 
+// denseTotal is an element of the dense yardstick's total vector.
+type denseTotal struct {
+	count uint64
+	sum   int64
+}
+
+// denseMatrix is the yardstick: the paper's dense matrix over 1M keys, one
+// pane's count and sum rows and the total vector (28 MB).
+type denseMatrix struct {
+	counts []uint32
+	sums   []int64
+	totals []denseTotal
+}
+
+var benchDense *denseMatrix
+
+func newDense() *denseMatrix {
+	if benchDense == nil {
+		d := &denseMatrix{make([]uint32, benchKeys), make([]int64, benchKeys), make([]denseTotal, benchKeys)}
+		for i := range benchKeys { // fault the pages in, as the full windows' are
+			d.counts[i], d.sums[i], d.totals[i] = 1, 1, denseTotal{1, 1}
+		}
+		benchDense = d
+	}
+	return benchDense
+}
+
+// update does n updates of the key stream cols from position i: a random
+// ++ in the pane's rows and in the total vector, before any expiry (a dense
+// pane costs O(keys) to expire, see BenchmarkAdvance).
+func (d *denseMatrix) update(cols []uint32, i, n int) {
+	for j := i; j < i+n; j++ {
+		col := cols[j&(len(cols)-1)]
+		d.counts[col]++
+		d.sums[col]++
+		d.totals[col].count++
+		d.totals[col].sum++
+	}
+}
+
+// reportDense times the dense yardstick on the same n updates the window
+// just did from position i, and reports it (dense-ns/op) and the window's
+// time over it (x-dense): the two are measured in the same run, under the
+// same machine's noise.
+func reportDense(b *testing.B, cols []uint32, i, n int) {
+	b.StopTimer()
+	d := newDense()
+	start := time.Now()
+	d.update(cols, i, n)
+	dense := float64(time.Since(start).Nanoseconds()) / float64(n)
+	b.ReportMetric(dense, "dense-ns/op")
+	if dense > 0 {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/dense, "x-dense")
+	}
+}
+
 // BenchmarkAdd: one update through the dictionary. 1 h windows of 1 s and
 // 10 s panes run side by side. Two yardsticks: the dictionary lookup alone
 // (a Go map of 1M string keys), and the paper's dense matrix doing the same
-// update (a random ++ in the pane's count and sum rows and in the total
-// vector, before any expiry: a dense pane costs O(keys) to expire, see
-// BenchmarkAdvance).
+// update (denseMatrix.update), which each window sub-benchmark also times
+// on its own key stream right after it (dense-ns/op, x-dense).
 func BenchmarkAdd(b *testing.B) {
 	for _, shape := range benchShapes {
 		b.Run(shape.String(), func(b *testing.B) {
 			s := fullWindow(b, shape)
 			var buf [12]byte
+			from := s.i
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
@@ -114,6 +170,7 @@ func BenchmarkAdd(b *testing.B) {
 				}
 				s.i++
 			}
+			reportDense(b, s.cols, from, b.N)
 			reportCells(b, s.w)
 		})
 	}
@@ -129,34 +186,32 @@ func BenchmarkAdd(b *testing.B) {
 	})
 	b.Run("dense-reference/keys=1M-uniform", func(b *testing.B) {
 		cols := fullWindow(b, benchShapes[0]).cols
-		counts, sums, totals := make([]uint32, benchKeys), make([]int64, benchKeys), make([]total, benchKeys)
+		d := newDense()
 		b.ResetTimer()
-		for i := range b.N {
-			col := cols[i&(len(cols)-1)]
-			counts[col]++
-			sums[col]++
-			totals[col].count++
-			totals[col].sum++
-		}
+		d.update(cols, 0, b.N)
 	})
 }
 
-// BenchmarkAddIndex: the same, for a caller that holds the column. It is
-// the full windows' last user, and lets each go (~0.7 GB) when done.
+// BenchmarkAddIndex: the same, for a caller that holds the column, with
+// the dense yardstick timed after each (dense-ns/op, x-dense). It is the
+// full windows' last user, and lets each go (~0.7 GB) when done.
 func BenchmarkAddIndex(b *testing.B) {
 	for _, shape := range benchShapes {
 		b.Run(shape.String(), func(b *testing.B) {
 			s := fullWindow(b, shape)
+			from := s.i
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				s.step()
 			}
+			reportDense(b, s.cols, from, b.N)
 			reportCells(b, s.w)
 		})
 		delete(benchStates, shape)
 		runtime.GC()
 	}
+	benchDense = nil
 }
 
 func reportCells(b *testing.B, w *Sliding) {
