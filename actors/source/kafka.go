@@ -890,7 +890,10 @@ func (s *kafkaSource) setPaused(p *kafkaPart) {
 	}
 }
 
-// Replay returns the payload of a root handed out and not yet Done.
+// Replay returns the payload of a root handed out and not yet Done. For a
+// root of a partition no longer assigned, not handed out by this member or
+// already finished it returns an error wrapping ErrReleased; for a bad
+// record or an unknown topic, one wrapping ErrUnknownRoot.
 func (s *kafkaSource) Replay(id uint64) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -911,7 +914,11 @@ func (s *kafkaSource) Replay(id uint64) (string, error) {
 	i, ok := p.find(off)
 	switch {
 	case !ok || p.recs[i].done:
-		return "", fmt.Errorf("source: kafka: %s: done or never handed out: %w", s.where(id), ErrUnknownRoot)
+		// Finished: by this delivery's own earlier attempt, or by another
+		// delivery of the same offset (a partition that came back to this
+		// member hands its uncommitted records out again under the same
+		// ids). Either way there is nothing to replay, and no dead letter.
+		return "", fmt.Errorf("source: kafka: %s: already finished: %w", s.where(id), ErrReleased)
 	case p.recs[i].bad:
 		return "", fmt.Errorf("source: kafka: %s: a bad record: %w", s.where(id), ErrUnknownRoot)
 	}

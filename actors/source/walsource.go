@@ -37,6 +37,9 @@ type WALConfig struct {
 	StopAtEnd bool
 	// CommitEvery is how often, at most, the committed offset is written
 	// (a commit is an fsynced file write); 0 means DefaultWALCommitEvery.
+	// A commit also applies the log's retention, whose limits are hard:
+	// they may delete records this source has not read yet, which it then
+	// skips.
 	// Close commits too.
 	CommitEvery time.Duration
 	// Window bounds how far Next may run ahead of the committed prefix: at
@@ -215,13 +218,14 @@ func (s *walSource) skipTo(start uint64) error {
 			return ErrNotReady
 		}
 		s.low = start
+		s.pos = start
 	} else {
 		for off := s.pos; off < start; off++ {
 			s.done.set(off)
 		}
+		s.pos = start // advance stops at pos: move it first
 		s.advance()
 	}
-	s.pos = start
 	return ErrNotReady // read on at the next call
 }
 
