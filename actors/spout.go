@@ -65,9 +65,15 @@ type spoutTask struct {
 	fwd       *forwarder // set once the task moved to another member
 	early     []any      // Completed and Failed that came before StartSpout
 	// redelivered holds the roots a Redeliverer's broker is to hand out
-	// again: they are no new roots when they come back.
-	redelivered map[uint64]struct{}
+	// again (they are no new roots when they come back), each with when it
+	// is forgotten: a broker may hand a root to another task instead.
+	redelivered map[uint64]int64
 }
+
+// redeliveredFor is how long a spout task waits for a root it asked its
+// broker to redeliver before it forgets it asked: longer than any backoff
+// and ack wait of a broker's (JetStream's defaults: 30 s each).
+const redeliveredFor = 5 * time.Minute
 
 // minIdleWait is the first wait after a source that had roots is not ready.
 const minIdleWait = 50 * time.Microsecond
@@ -483,14 +489,15 @@ func (s *spoutTask) redeliver(rd source.Redeliverer, p pendingRoot, reason strin
 		return
 	}
 	s.st.Replayed++
-	if s.redelivered == nil {
-		s.redelivered = map[uint64]struct{}{}
-	}
-	s.redelivered[p.id] = struct{}{}
 	if err := rd.Redeliver(p.id, p.attempt); err != nil {
 		// The broker redelivers an unanswered root anyway, once its ack wait is over.
 		s.env.log.Warnf("spout %s/%d: redelivering root %d: %v", s.info.Component, s.info.Index, p.id, err)
+		return
 	}
+	if s.redelivered == nil {
+		s.redelivered = map[uint64]int64{}
+	}
+	s.redelivered[p.id] = s.env.now().Add(redeliveredFor).UnixNano()
 }
 
 func (s *spoutTask) deadLetter(p pendingRoot, payload, reason string) {
@@ -511,6 +518,11 @@ func (s *spoutTask) tick() {
 			s.st.Failed++
 			s.st.TimedOut++
 			s.retry(p, "passed the spout's deadline")
+		}
+	}
+	for id, until := range s.redelivered {
+		if now > until {
+			delete(s.redelivered, id)
 		}
 	}
 	s.flush()
