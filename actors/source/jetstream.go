@@ -492,12 +492,21 @@ func (s *jetStreamSource) accept(m jetstream.Msg) error {
 		h.payload, it.root.Payload = payload, payload
 	}
 	s.mu.Lock()
+	prev := s.held[seq]
 	s.held[seq] = h // a redelivery of one held replaces it: its ack is the one that counts
 	s.mu.Unlock()
 	select {
 	case s.ready <- it:
 	default:
-		s.take(seq)
+		s.mu.Lock()
+		if s.held[seq] == h { // give the earlier delivery, if any, its entry back
+			if prev != nil {
+				s.held[seq] = prev
+			} else {
+				delete(s.held, seq)
+			}
+		}
+		s.mu.Unlock()
 		_ = m.Nak()
 	}
 	return nil
