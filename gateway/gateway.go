@@ -1,8 +1,9 @@
 // Package gateway is acktor's data access over HTTP: the tracker's status,
 // counter queries, streams of both over WebSocket and server-sent events,
-// and the admin endpoint that changes the acker count. Every response is
-// JSON; errors are {"error": "..."} with a 4xx or 5xx status. It binds to
-// 127.0.0.1 unless configured otherwise.
+// Prometheus metrics, a dashboard, ingest into a write-ahead log, and the
+// admin endpoint that changes the acker count. Answers are JSON (but the
+// dashboard's HTML and /metrics' text); errors are {"error": "..."} with a
+// 4xx or 5xx status. It binds to 127.0.0.1 unless configured otherwise.
 package gateway
 
 import (
@@ -13,7 +14,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -66,6 +69,10 @@ type Server struct {
 	mux     *http.ServeMux
 	hub     *hub
 	metrics *Metrics
+	// closing is closed by Close: handlers of long connections (ingest's
+	// WebSocket) end then, as http.Server.Shutdown leaves hijacked ones be.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
 
 // Option configures a Server.
@@ -82,7 +89,8 @@ func WithMaxSubscribers(n int) Option { return func(s *Server) { s.hub.max = n }
 
 // New makes a gateway over rt running on c. token may be empty (no admin).
 func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.FieldLogger, opts ...Option) *Server {
-	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux(), hub: newHub(DefaultMaxSubscribers, subBuffer)}
+	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux(), hub: newHub(DefaultMaxSubscribers, subBuffer),
+		closing: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
@@ -102,9 +110,13 @@ func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.Field
 // Handler is the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.mux }
 
-// Close ends every stream (WebSocket and SSE) and stops their pollers. Serve
-// calls it on the way out; a caller of Handler calls it itself.
-func (s *Server) Close() { s.hub.close() }
+// Close ends every stream (WebSocket and SSE) and stops their pollers, and
+// ends ingest WebSockets; ingest POSTs get 503 from then on. Serve calls it
+// on the way out; a caller of Handler calls it itself.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closing) })
+	s.hub.close()
+}
 
 // Serve listens on addr until ctx ends, then shuts down (in-flight requests
 // get a second to finish).
@@ -237,6 +249,8 @@ type CounterAnswer struct {
 	Distinct map[string]uint64 `json:"distinct,omitempty"`
 	Repeats  map[string]uint64 `json:"repeats,omitempty"`
 	Seen     map[string]bool   `json:"seen,omitempty"`
+	// Error is set, alone, in a stream's update when the query failed.
+	Error string `json:"error,omitempty"`
 }
 
 // counters answers ?key=K (repeated) with the keys' window values and
@@ -247,14 +261,22 @@ func (s *Server) counters(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	a, err := s.query(ctx, r.PathValue("component"), q)
-	if err != nil {
-		writeError(w, http.StatusNotFound, err.Error())
+	name := r.PathValue("component")
+	if !slices.Contains(s.rt.Topology().Counters(), name) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("query %s: no counter component of that name", name))
 		return
 	}
-	writeJSON(w, http.StatusOK, a)
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	a, err := s.query(ctx, name, q)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusGatewayTimeout, err.Error())
+	case err != nil: // a task that did not answer: a member down, say
+		writeError(w, http.StatusBadGateway, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, a)
+	}
 }
 
 // query asks a counter component and shapes the answer.

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -47,6 +48,9 @@ const (
 	// IngestSlotWait is how long a POST waits for one of the
 	// MaxIngestRequests slots.
 	IngestSlotWait = time.Second
+	// IngestBodyWait bounds the time a POST's body may take to arrive
+	// (408 after it).
+	IngestBodyWait = 30 * time.Second
 	// MaxIngestConns bounds the WebSocket ingest connections; one more is
 	// refused with 503 before the upgrade.
 	MaxIngestConns = 128
@@ -155,7 +159,7 @@ func WithIngest(l *wal.Log) Option {
 
 func withIngest(l ingestLog) Option {
 	return func(s *Server) {
-		in := &ingest{l: l, log: s.log, slots: make(chan struct{}, MaxIngestRequests)}
+		in := &ingest{l: l, log: s.log, slots: make(chan struct{}, MaxIngestRequests), closing: s.closing}
 		s.mux.HandleFunc("POST /api/ingest", in.post)
 		s.mux.HandleFunc("GET /api/ingest", in.stats)
 		s.mux.HandleFunc("GET /api/ingest/ws", in.ws)
@@ -164,10 +168,11 @@ func withIngest(l ingestLog) Option {
 
 // ingest serves the ingest endpoints.
 type ingest struct {
-	l     ingestLog
-	log   logrus.FieldLogger
-	slots chan struct{} // POSTs under way
-	conns atomic.Int64  // WebSocket connections
+	l       ingestLog
+	log     logrus.FieldLogger
+	slots   chan struct{} // POSTs under way
+	conns   atomic.Int64  // WebSocket connections
+	closing <-chan struct{}
 }
 
 // badInput is a request the gateway refuses before appending.
@@ -183,6 +188,12 @@ func bad(code int, format string, args ...any) *badInput {
 }
 
 func (in *ingest) post(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-in.closing:
+		writeError(w, http.StatusServiceUnavailable, "the gateway is shutting down; nothing written")
+		return
+	default:
+	}
 	parse, err := ingestParser(r.Header.Get("Content-Type"))
 	if err != nil {
 		writeError(w, err.code, err.msg+"; nothing written")
@@ -195,11 +206,18 @@ func (in *ingest) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { <-in.slots }()
+	// A body that trickles in must not hold a slot for ever.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(IngestBodyWait))
 	body, rerr := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxIngestBody))
 	if rerr != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(rerr, &tooBig) {
+		var timeout net.Error
+		switch {
+		case errors.As(rerr, &tooBig):
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes; nothing written", MaxIngestBody))
+			return
+		case errors.As(rerr, &timeout) && timeout.Timeout():
+			writeError(w, http.StatusRequestTimeout, fmt.Sprintf("the body took over %v; nothing written", IngestBodyWait))
 			return
 		}
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("reading the body: %v; nothing written", rerr))
@@ -475,7 +493,16 @@ func (in *ingest) ws(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(MaxIngestMessage)
-	ctx := r.Context()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() { // the gateway's shutdown ends the connection, which Shutdown does not
+		select {
+		case <-in.closing:
+			_ = c.Close(websocket.StatusGoingAway, "the gateway is shutting down")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		typ, msg, err := c.Read(ctx)
 		if err != nil {

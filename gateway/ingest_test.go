@@ -522,3 +522,26 @@ func TestIngestAppendStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestGatewayClose: closing the gateway ends ingest WebSockets (which
+// http.Server.Shutdown does not) and refuses POSTs; nothing more is written.
+func TestIngestGatewayClose(t *testing.T) {
+	l := openLog(t, ingestOpts)
+	s := New(nil, nil, "", quiet(), withIngest(l))
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	c := dial(t, srv, "")
+	s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err := c.Read(ctx)
+	if websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Fatalf("the WebSocket after Close: %v, want a close with status 1001", err)
+	}
+	if code, ans := post(t, srv.URL, "text/plain", "late"); code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(ans["error"]), "shutting down") {
+		t.Fatalf("a POST after Close: %d %v", code, ans)
+	}
+	if l.End() != 0 {
+		t.Fatalf("%d records written after Close", l.End())
+	}
+}

@@ -12,6 +12,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/messages"
 )
 
@@ -160,7 +161,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.windowLate, r.Late, name)
 		counter(c.windowRefused, r.Refused, name)
 		gauge(c.windowKeys, float64(r.LiveKeys), name)
-		if r.HasWindow {
+		if r.HasWindow && time.Duration(r.End-r.Start) != actors.AllTime {
 			gauge(c.windowEnd, float64(r.End)/1e9, name)
 		}
 	}

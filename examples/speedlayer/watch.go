@@ -44,6 +44,10 @@ func Watch(ctx context.Context, base string, top int, every time.Duration, out i
 			}
 			return fmt.Errorf("watch: %w", err)
 		}
+		if a.Error != "" { // the query failed this time; the stream goes on
+			fmt.Fprintf(out, "(no answer: %s)\n", a.Error)
+			continue
+		}
 		if err := Print(out, &a); err != nil {
 			return err
 		}
