@@ -17,6 +17,9 @@ type keySketches struct {
 	keys    map[string]*keySketch
 	repeats *window.Sliding
 	scratch hllPane // a distinct query merges a key's panes into it
+	// reclaimedAt is the window's end when reclaim last ran: keys empty
+	// only when the window moves, so a full set is scanned once per move.
+	reclaimedAt int64
 }
 
 type keySketch struct {
@@ -74,7 +77,10 @@ func (s *keySketches) of(vals []string, key int, w *window.Sliding) (*keySketch,
 		return ks, nil
 	}
 	if len(s.keys) >= s.o.MaxSketchKeys {
-		s.reclaim(w)
+		if _, end, ok := w.Bounds(); ok && end != s.reclaimedAt {
+			s.reclaimedAt = end
+			s.reclaim(w)
+		}
 		if len(s.keys) >= s.o.MaxSketchKeys {
 			return nil, fmt.Errorf("counter: %d keys have sketches, at most %d (MaxSketchKeys)", len(s.keys), s.o.MaxSketchKeys)
 		}
