@@ -74,7 +74,7 @@ type Config struct {
 	Log logrus.FieldLogger
 	// IdleWait is the longest a spout task waits before it asks again a
 	// source that had nothing ready (it starts at 50 µs and doubles while
-	// the source stays dry); 0 means 2 ms.
+	// the source stays dry); 0 means 2 ms, and it is at least 50 µs.
 	IdleWait time.Duration
 	// WarnUtilisation is the utilisation (λ/cμ) at which a stage that stays
 	// there for WarnAfter is warned about (Stages, the log); 0 means 0.9.
@@ -105,8 +105,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("timeout = %v, want >= 10ms", c.Timeout)
 	case c.Generations < 2 || c.Generations > ledger.MaxGenerations:
 		return fmt.Errorf("generations = %d, want 2..%d", c.Generations, ledger.MaxGenerations)
-	case c.IdleWait < 0 || c.IdleWait > time.Second:
-		return fmt.Errorf("idle wait = %v, want 0..1s (0: 2ms)", c.IdleWait)
+	case c.IdleWait != 0 && (c.IdleWait < minIdleWait || c.IdleWait > time.Second):
+		return fmt.Errorf("idle wait = %v, want %v..1s (0: 2ms)", c.IdleWait, minIdleWait)
 	case c.WarnUtilisation < 0 || c.WarnUtilisation > 10:
 		return fmt.Errorf("warn utilisation = %v, want 0..10 (0: 0.9)", c.WarnUtilisation)
 	case c.MaxReplays < 0:
@@ -191,7 +191,7 @@ func (c Config) idleWait() time.Duration {
 	if c.IdleWait == 0 {
 		return 2 * time.Millisecond
 	}
-	return max(c.IdleWait, minIdleWait)
+	return c.IdleWait
 }
 
 func (e *env) warnUtilisation() float64 {

@@ -120,9 +120,10 @@ func queueRun(ctx context.Context, log *logrus.Logger, f benchQueueFlags, rho fl
 		return actors.Stage{}, err
 	}
 	cfg := actors.DefaultConfig()
-	// One tuple per message, sent as soon as it is due: the stage sees
-	// single arrivals, as the model has them.
-	cfg.BatchSize, cfg.IdleWait, cfg.Log, cfg.MaxPending = 1, 20*time.Microsecond, log, 1<<16
+	// One tuple per message, sent within 50 µs (the shortest idle wait)
+	// of when it is due: the stage sees single arrivals, as the model has
+	// them, a little late at most.
+	cfg.BatchSize, cfg.IdleWait, cfg.Log, cfg.MaxPending = 1, 50*time.Microsecond, log, 1<<16
 	rt, err := actors.New(topo, cfg)
 	if err != nil {
 		return actors.Stage{}, err
