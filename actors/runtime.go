@@ -216,23 +216,40 @@ func (rt *Runtime) Progress() (Progress, bool) {
 	return p, true
 }
 
-// Ackers asks every acker there has been for its counters.
+// Ackers asks every acker there has been for its counters, all at once.
+// An acker that does not answer (its member is down) is left out and named
+// in the error; the others' counters come back all the same.
 func (rt *Runtime) Ackers(c *cluster.Cluster) ([]AckerStats, error) {
-	var out []AckerStats
-	for n := range int(rt.env.maxAckers.Load()) {
-		res, err := c.Request(AckerIdentity(n), KindAcker, &messages.AckerStatsRequest{})
-		if err != nil {
-			return nil, fmt.Errorf("stats of %s: %w", AckerIdentity(n), err)
-		}
-		a, ok := res.(*messages.AckerStats)
-		if !ok {
-			return nil, fmt.Errorf("stats of %s: unexpected %T", AckerIdentity(n), res)
-		}
-		out = append(out, AckerStats{ID: a.Id, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
-			Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
-			HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded})
+	n := int(rt.env.maxAckers.Load())
+	out := make([]AckerStats, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.Request(AckerIdentity(i), KindAcker, &messages.AckerStatsRequest{})
+			a, ok := res.(*messages.AckerStats)
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("stats of %s: %w", AckerIdentity(i), err)
+			case !ok:
+				errs[i] = fmt.Errorf("stats of %s: unexpected %T", AckerIdentity(i), res)
+			default:
+				out[i] = AckerStats{ID: a.Id, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
+					Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
+					HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded}
+			}
+		}()
 	}
-	return out, nil
+	wg.Wait()
+	answered := out[:0]
+	for i, a := range out {
+		if errs[i] == nil {
+			answered = append(answered, a)
+		}
+	}
+	return answered, errors.Join(errs...)
 }
 
 // New checks cfg and makes a runtime for topo.

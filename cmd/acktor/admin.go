@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/gateway"
 )
 
@@ -134,6 +135,14 @@ func printStatus(w io.Writer, st gateway.Status) error {
 			r.Roots, total, r.Completed, r.Failed, r.TimedOut, r.Replayed, r.DeadLettered, r.InFlight, r.LatencyP50Ms, r.LatencyP99Ms, r.ElapsedSeconds)
 	}
 	return tw.Flush()
+}
+
+// inStage formats a model's L and W.
+func inStage(m actors.MMc) (l, w string) {
+	if !m.Stable {
+		return "unstable", "∞"
+	}
+	return fmt.Sprintf("%.2f", m.L), m.W.Round(time.Microsecond).String()
 }
 
 func newAckers() *cobra.Command {

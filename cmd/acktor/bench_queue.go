@@ -96,14 +96,6 @@ func benchQueue(ctx context.Context, out io.Writer, log *logrus.Logger, f benchQ
 	return tw.Flush()
 }
 
-// inStage formats a model's L and W.
-func inStage(m actors.MMc) (l, w string) {
-	if !m.Stable {
-		return "unstable", "∞"
-	}
-	return fmt.Sprintf("%.2f", m.L), m.W.Round(time.Microsecond).String()
-}
-
 // queueRun runs the queue topology at load rho and returns its processor
 // stage as the runtime measured it at the end.
 func queueRun(ctx context.Context, log *logrus.Logger, f benchQueueFlags, rho float64, seed uint64) (actors.Stage, error) {
