@@ -303,40 +303,54 @@ func (s *spoutTask) pull() {
 	s.setDeadline()
 	for n := 0; n < s.env.cfg.BatchSize && !s.exhausted && len(s.pending) < s.env.cfg.MaxPending; n++ {
 		r, err := s.src.Next()
-		var bad *source.BadRecord
-		switch {
-		case errors.Is(err, source.ErrNotReady):
-			// Ask again soon after a root came, backing off to IdleWait
-			// while the source stays dry: quick under load, idle when idle.
-			s.idle = min(max(2*s.idle, minIdleWait), s.env.cfg.idleWait())
-			wait = s.idle
-		case errors.Is(err, io.EOF):
-			s.exhausted = true
-		case errors.As(err, &bad):
-			s.st.Roots++
-			s.deadLetter(pendingRoot{id: bad.ID}, bad.Payload, bad.Reason)
-			continue
-		case err != nil:
-			s.st.Error = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
-			s.exhausted = true
-		default:
-			s.idle = 0
-			if _, again := s.redelivered[r.ID]; again {
-				delete(s.redelivered, r.ID)
-			} else {
-				s.st.Roots++ // new to this run, if not to its broker
-			}
-			if r.Time == 0 {
-				r.Time = s.stamp
-			}
-			s.emit(pendingRoot{id: r.ID, time: r.Time, attempt: r.Attempt}, r.Payload)
+		if err == nil {
+			s.take(r)
 			continue
 		}
-		break
+		if s.sourceError(err, &wait) {
+			break
+		}
 	}
 	s.flush()
 	s.schedulePull(wait)
 	s.maybeFinish()
+}
+
+// take emits a root the source handed out.
+func (s *spoutTask) take(r source.Root) {
+	s.idle = 0
+	if _, again := s.redelivered[r.ID]; again {
+		delete(s.redelivered, r.ID)
+	} else {
+		s.st.Roots++ // new to this run, if not to its broker
+	}
+	if r.Time == 0 {
+		r.Time = s.stamp
+	}
+	s.emit(pendingRoot{id: r.ID, time: r.Time, attempt: r.Attempt}, r.Payload)
+}
+
+// sourceError acts on what Next answered instead of a root, and says
+// whether the pull stops; *wait is set when the source is dry for now.
+func (s *spoutTask) sourceError(err error, wait *time.Duration) (stop bool) {
+	var bad *source.BadRecord
+	switch {
+	case errors.Is(err, source.ErrNotReady):
+		// Ask again soon after a root came, backing off to IdleWait while
+		// the source stays dry: quick under load, idle when idle.
+		s.idle = min(max(2*s.idle, minIdleWait), s.env.cfg.idleWait())
+		*wait = s.idle
+	case errors.Is(err, io.EOF):
+		s.exhausted = true
+	case errors.As(err, &bad):
+		s.st.Roots++
+		s.deadLetter(pendingRoot{id: bad.ID}, bad.Payload, bad.Reason)
+		return false
+	default:
+		s.st.Error = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
+		s.exhausted = true
+	}
+	return true
 }
 
 func (s *spoutTask) schedulePull(wait time.Duration) {
