@@ -50,9 +50,9 @@ type spoutTask struct {
 	reporter *actor.PID
 	cancel   scheduler.CancelFunc
 
-	pending   map[uint64]pendingRoot // by springId
-	deadline  int64                  // for roots emitted now, unix ns: set once per pull or replay round
-	stamp     int64                  // the time of that round, unix ns: ingestion time of new roots
+	pending   *pendingSet // by springId
+	deadline  int64       // for roots emitted now, unix ns: set once per pull or replay round
+	stamp     int64       // the time of that round, unix ns: ingestion time of new roots
 	seq       uint64
 	tracks    []*messages.Track // per acker, under way
 	started   bool
@@ -62,8 +62,9 @@ type spoutTask struct {
 	finished  bool
 	st        messages.TaskReport
 	lat       latencyHistogram
-	fwd       *forwarder // set once the task moved to another member
-	early     []any      // Completed and Failed that came before StartSpout
+	expired   []pendingRoot // scratch of tick
+	fwd       *forwarder    // set once the task moved to another member
+	early     []any         // Completed and Failed that came before StartSpout
 	// redelivered holds the roots a Redeliverer's broker is to hand out
 	// again (they are no new roots when they come back), each with when it
 	// is forgotten: a broker may hand a root to another task instead.
@@ -151,7 +152,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	s.res = newResolver(ctx, s.env, m.Cluster)
 	s.root = ctx.ActorSystem().Root
 	s.self = ctx.Self()
-	s.pending = map[uint64]pendingRoot{}
+	s.pending = newPendingSet(s.env.cfg.MaxPending)
 	s.tracks = make([]*messages.Track, s.env.cfg.Ackers)
 	s.seq = randomSeq()
 	s.st.Task = task
@@ -199,13 +200,13 @@ func (s *spoutTask) state() *messages.SpoutState {
 	if sk, ok := s.src.(source.Seeker); ok {
 		st.Position, st.Seekable = sk.Position(), true
 	}
-	for id, p := range s.pending {
+	s.pending.each(func(id uint64, p pendingRoot) {
 		st.SpringIds = append(st.SpringIds, id)
 		st.RootIds = append(st.RootIds, p.id)
 		st.Times = append(st.Times, p.time)
 		st.Deadlines = append(st.Deadlines, p.deadline)
 		st.Attempts = append(st.Attempts, p.attempt)
-	}
+	})
 	return st
 }
 
@@ -230,7 +231,7 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 	s.seq = st.Seq
 	s.env.log.Debugf("spout %s/%d: resumed with %d pending roots", s.info.Component, s.info.Index, len(st.SpringIds))
 	for i, id := range st.SpringIds {
-		s.pending[id] = pendingRoot{id: st.RootIds[i], time: st.Times[i], deadline: st.Deadlines[i], attempt: st.Attempts[i]}
+		s.pending.put(id, pendingRoot{id: st.RootIds[i], time: st.Times[i], deadline: st.Deadlines[i], attempt: st.Attempts[i]})
 	}
 	if r := st.Report; r != nil {
 		s.st.Roots, s.st.Completed, s.st.Failed, s.st.TimedOut = r.Roots, r.Completed, r.Failed, r.TimedOut
@@ -301,7 +302,7 @@ func (s *spoutTask) pull() {
 	}
 	wait := time.Duration(0)
 	s.setDeadline()
-	for n := 0; n < s.env.cfg.BatchSize && !s.exhausted && len(s.pending) < s.env.cfg.MaxPending; n++ {
+	for n := 0; n < s.env.cfg.BatchSize && !s.exhausted && s.pending.len() < s.env.cfg.MaxPending; n++ {
 		r, err := s.src.Next()
 		if err == nil {
 			s.take(r)
@@ -354,7 +355,7 @@ func (s *spoutTask) sourceError(err error, wait *time.Duration) (stop bool) {
 }
 
 func (s *spoutTask) schedulePull(wait time.Duration) {
-	if s.pulling || s.exhausted || s.finished || len(s.pending) >= s.env.cfg.MaxPending {
+	if s.pulling || s.exhausted || s.finished || s.pending.len() >= s.env.cfg.MaxPending {
 		return
 	}
 	s.pulling = true
@@ -381,8 +382,8 @@ func (s *spoutTask) emit(p pendingRoot, payload string) {
 		return
 	}
 	p.deadline = s.deadline
-	s.pending[springID] = p
-	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(len(s.pending)))
+	s.pending.put(springID, p)
+	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(s.pending.len()))
 	a := s.env.dir.Load().ackerOf(springID)
 	if a >= len(s.tracks) { // SetAckers added ackers
 		s.tracks = append(s.tracks, make([]*messages.Track, a+1-len(s.tracks))...)
@@ -431,11 +432,10 @@ func (s *spoutTask) completed(m *messages.Completed) {
 	// A root was emitted a deadline's length before its deadline.
 	emittedBy := s.env.now().UnixNano() + int64(s.env.cfg.spoutDeadline())
 	for _, id := range m.SpringIds {
-		p, ok := s.pending[id]
+		p, ok := s.pending.take(id)
 		if !ok {
 			continue // an earlier attempt's, or a duplicate: the root moved on
 		}
-		delete(s.pending, id)
 		s.lat.record(time.Duration(emittedBy - p.deadline))
 		s.st.Completed++
 		s.src.Done(p.id)
@@ -446,7 +446,7 @@ func (s *spoutTask) completed(m *messages.Completed) {
 // refill pulls again once a batch worth of room is free (small pulls make
 // small tuple batches all the way down), or to finish an exhausted source.
 func (s *spoutTask) refill() {
-	if s.env.cfg.MaxPending-len(s.pending) >= min(s.env.cfg.BatchSize, s.env.cfg.MaxPending/2+1) || s.exhausted {
+	if s.env.cfg.MaxPending-s.pending.len() >= min(s.env.cfg.BatchSize, s.env.cfg.MaxPending/2+1) || s.exhausted {
 		s.pull()
 	}
 }
@@ -458,11 +458,10 @@ func (s *spoutTask) failed(m *messages.Failed) {
 	}
 	s.setDeadline()
 	for _, id := range m.SpringIds {
-		p, ok := s.pending[id]
+		p, ok := s.pending.take(id)
 		if !ok {
 			continue
 		}
-		delete(s.pending, id)
 		s.st.Failed++
 		if m.Reason == messages.FailReason_FAIL_REASON_TIMEOUT {
 			s.st.TimedOut++
@@ -526,13 +525,11 @@ func (s *spoutTask) deadLetter(p pendingRoot, payload, reason string) {
 func (s *spoutTask) tick() {
 	now := s.env.now().UnixNano()
 	s.setDeadline()
-	for id, p := range s.pending {
-		if now > p.deadline {
-			delete(s.pending, id)
-			s.st.Failed++
-			s.st.TimedOut++
-			s.retry(p, "passed the spout's deadline")
-		}
+	s.expired = s.pending.takeExpired(now, s.expired[:0])
+	for _, p := range s.expired {
+		s.st.Failed++
+		s.st.TimedOut++
+		s.retry(p, "passed the spout's deadline")
 	}
 	for id, until := range s.redelivered {
 		if now > until {
@@ -553,7 +550,7 @@ func (s *spoutTask) report() {
 }
 
 func (s *spoutTask) snapshot() *messages.TaskReport {
-	s.st.InFlight = uint64(len(s.pending))
+	s.st.InFlight = uint64(s.pending.len())
 	s.st.Emitted = s.col.emitted
 	r := &messages.TaskReport{}
 	*r = messages.TaskReport{Task: s.st.Task, Done: s.st.Done, Roots: s.st.Roots, Completed: s.st.Completed,
@@ -568,7 +565,7 @@ func (s *spoutTask) snapshot() *messages.TaskReport {
 }
 
 func (s *spoutTask) maybeFinish() {
-	if s.exhausted && len(s.pending) == 0 {
+	if s.exhausted && s.pending.len() == 0 {
 		s.finish()
 	}
 }
