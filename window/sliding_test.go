@@ -269,8 +269,10 @@ func TestSlidingEmpty(t *testing.T) {
 	}
 }
 
-// TestSlidingOverflow fills a cell to 2^32-1 by hand: one more update is
-// refused and counted, in the newest pane and through a late map.
+// TestSlidingOverflow fills a key's cells to 2^32-1 by hand: one more
+// update is refused and counted, in the newest pane and through a late map.
+// The full cells then close and expire like any other, and leave the
+// window whole.
 func TestSlidingOverflow(t *testing.T) {
 	w, err := New(Config{Size: 20, Pane: 10}, Limits{MaxKeys: 2})
 	if err != nil {
@@ -285,6 +287,7 @@ func TestSlidingOverflow(t *testing.T) {
 			w.panes[s].cells[i].count = math.MaxUint32
 		}
 	}
+	w.totals[0].count = 2 * math.MaxUint32 // pane 0's two cells; pane 1's is the newest
 	before := w.Get(key)
 	for _, at := range []int64{16, 7} {
 		if err := w.Add(at, key, 1); !errors.Is(err, ErrOverflow) {
@@ -293,6 +296,62 @@ func TestSlidingOverflow(t *testing.T) {
 	}
 	if got := w.Get(key); got != before || w.Stats().Overflow != 2 {
 		t.Errorf("after overflow: %+v (was %+v), Stats.Overflow %d", got, before, w.Stats().Overflow)
+	}
+	must(t, w.Add(25, key, 1)) // pane 1 closes, pane 0 expires
+	if got, want := w.Get(key).Count, uint64(math.MaxUint32+1); got != want {
+		t.Errorf("after pane 0 expired: count %d, want %d", got, want)
+	}
+	must(t, w.Add(18, key, 1)) // late into pane 1: a cell of its own
+	w.Advance(45)              // both expire
+	if got, s := w.Get(key), w.Stats(); got != (Value{}) || s.Live != 0 || s.Cells != 0 {
+		t.Errorf("after expiry: %+v, Stats %+v", got, s)
+	}
+}
+
+// TestSlidingReclaimedHead: a key counted only in the newest pane keeps its
+// column; a column reclaimed for a new key in the newest pane starts empty
+// there, and the old key's cells, expired, never reach the new one.
+func TestSlidingReclaimedHead(t *testing.T) {
+	one, err := New(Config{Size: 20, Pane: 10}, Limits{MaxKeys: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, one.Add(1, []byte("x"), 1))
+	if _, err := one.Column([]byte("y")); !errors.Is(err, ErrKeysFull) {
+		t.Errorf("Column(y) while x counts in the newest pane = %v, want ErrKeysFull", err)
+	}
+	w, err := New(Config{Size: 20, Pane: 10}, Limits{MaxKeys: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Add(1, []byte("a"), 5))
+	must(t, w.Add(2, []byte("a"), 5))
+	must(t, w.Add(3, []byte("b"), 7))
+	must(t, w.Add(12, []byte("b"), 7)) // pane 0 closes
+	if _, err := w.Column([]byte("c")); !errors.Is(err, ErrKeysFull) {
+		t.Fatalf("Column(c) with a and b live = %v", err)
+	}
+	must(t, w.Add(21, []byte("b"), 7)) // pane 0 expires: a is zero, b is live
+	must(t, w.Add(22, []byte("c"), 1)) // takes a's column, in the newest pane
+	colA := uint32(0)
+	if key, _ := w.Key(colA); key != "c" {
+		t.Fatalf("column 0 holds %q, want c", key)
+	}
+	for _, want := range []struct {
+		key string
+		v   Value
+	}{{"a", Value{}}, {"b", Value{2, 14}}, {"c", Value{1, 1}}} {
+		if got := w.Get([]byte(want.key)); got != want.v {
+			t.Errorf("Get(%s) = %+v, want %+v", want.key, got, want.v)
+		}
+	}
+	if s := w.Stats(); s.Live != 2 || s.Cells != 3 || s.Reclaimed != 1 {
+		t.Errorf("Stats = %+v, want 2 live, 3 cells, 1 reclaimed", s)
+	}
+	w.Advance(30) // pane 2 closes; pane 1 (b's) expires
+	w.Advance(40) // pane 2 (b's and c's) expires
+	if s := w.Stats(); s.Live != 0 || s.Cells != 0 || w.Get([]byte("c")) != (Value{}) {
+		t.Errorf("after expiry: Stats = %+v, c = %+v", s, w.Get([]byte("c")))
 	}
 }
 
