@@ -185,7 +185,15 @@ func (w *Sliding) addAt(s int, col uint32, value int64) error {
 	return w.addLate(s, col, value)
 }
 
-// addHead puts an update of col into the newest pane.
+// addHead puts an update of col into the newest pane. It touches the
+// pane's index and cells, which stay in cache while the pane's distinct
+// keys are few, and not the total vector: at a million keys a random line
+// of it is a cache miss, which here, one update after another, stalls the
+// caller, where closeHead's and recycle's tight loops overlap their misses.
+// (The newest pane's count and sum kept in the column's total line, one
+// line per update and three passes over random lines per cell instead of
+// two, measured 1.5–3 times slower at 1M keys, uniform or Zipf, and the
+// total vector twice the size.)
 func (w *Sliding) addHead(col uint32, value int64) error {
 	p := &w.panes[w.clock.slot]
 	i, at, ok := w.head.find(col)
