@@ -413,6 +413,7 @@ type Log struct {
 	flushing bool       // grouped: the syncer waits for writing to end: appenders leave it the writing
 	wrote    *sync.Cond // grouped: on mu, writing ended
 	spare    []byte     // grouped: the buffer of a written group, for the next
+	spareAs  []staged   // grouped: and its appends
 	err      error      // sticky: the log failed and refuses appends
 	closed   bool
 	commits  map[string]uint64
@@ -793,8 +794,8 @@ func (l *Log) stage(ctx context.Context, bp *[]byte, frames []byte, n int, now t
 	}
 	g := l.pending
 	if g == nil {
-		g = &group{buf: l.spare, since: time.Now(), done: make(chan struct{})}
-		l.spare = nil
+		g = &group{buf: l.spare, appends: l.spareAs, since: time.Now(), done: make(chan struct{})}
+		l.spare, l.spareAs = nil, nil
 		l.pending = g
 	}
 	i, before := len(g.appends), g.records
@@ -1111,7 +1112,7 @@ func (l *Log) syncPending() time.Time {
 	// when the appenders just answered have joined them.
 	l.target = len(g.appends) + l.stagedAppends()
 	if cap(g.buf) <= maxSpareBuf {
-		l.spare = g.buf[:0]
+		l.spare, l.spareAs = g.buf[:0], g.appends[:0]
 	}
 	return time.Now()
 }
