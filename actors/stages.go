@@ -140,6 +140,10 @@ type Stage struct {
 	// handled), W the mean time a message spends there (Little: L/λ).
 	L float64       `json:"measured_in_stage"`
 	W time.Duration `json:"measured_time_in_stage_ns"`
+	// Lq and Wq are the measured mean messages waiting (L less the mean
+	// tasks busy) and the mean wait (Lq/λ), beside Model.Lq and Model.Wq.
+	Lq float64       `json:"measured_queued"`
+	Wq time.Duration `json:"measured_wait_ns"`
 	// Queued is the messages in the stage now.
 	Queued int64 `json:"queued_now"`
 	// Warning is set while the stage's utilisation has stayed at or above
@@ -247,8 +251,10 @@ func measure(name string, a, b stageSample) Stage {
 		st.Service = float64(b.served-a.served) / busy
 	}
 	st.L = (b.area - a.area) / 1e9 / dt
+	st.Lq = max(st.L-float64(b.busy-a.busy)/1e9/dt, 0)
 	if st.Arrivals > 0 {
 		st.W = seconds(st.L / st.Arrivals)
+		st.Wq = seconds(st.Lq / st.Arrivals)
 	}
 	c := max(st.Servers, 1)
 	st.Model = jsonSafe(ModelMMc(st.Arrivals, st.Service, c))

@@ -43,9 +43,10 @@ func TestStageMeter(t *testing.T) {
 			got = st
 		}
 	}
-	want := Stage{Name: KindProcessor, Servers: 1, Arrivals: 1.5, Service: 2, L: 1.5, W: time.Second}
+	// Busy 1.5 s of 2: 0.75 in service on average, so 0.75 waiting, 0.5 s each.
+	want := Stage{Name: KindProcessor, Servers: 1, Arrivals: 1.5, Service: 2, L: 1.5, W: time.Second, Lq: 0.75, Wq: time.Second / 2}
 	if got.Servers != want.Servers || !near(got.Arrivals, want.Arrivals, 1e-9) || !near(got.Service, want.Service, 1e-9) ||
-		!near(got.L, want.L, 1e-9) || got.W != want.W || !near(got.Model.Rho, 0.75, 1e-9) || !near(got.Model.L, 3, 1e-9) || got.Queued != 0 {
+		!near(got.L, want.L, 1e-9) || got.W != want.W || !near(got.Lq, want.Lq, 1e-9) || got.Wq != want.Wq || !near(got.Model.Rho, 0.75, 1e-9) || !near(got.Model.L, 3, 1e-9) || got.Queued != 0 {
 		t.Fatalf("stage %+v, want %+v with ρ 0.75 and model L 3", got, want)
 	}
 }

@@ -60,7 +60,7 @@ type collector struct {
 	windowApplied, windowDuplicates, windowLate, windowRefused, windowKeys *prometheus.Desc
 	windowEnd, subscribers, droppedSubscribers, scrapeErrors, members      *prometheus.Desc
 	stageServers, stageArrivals, stageService, stageUtilisation            *prometheus.Desc
-	stageInStage, stageModelInStage, stageWarning                          *prometheus.Desc
+	stageInStage, stageQueued, stageModelInStage, stageWarning             *prometheus.Desc
 }
 
 func newCollector(s *Server) *collector {
@@ -102,6 +102,7 @@ func newCollector(s *Server) *collector {
 		stageService:       d("stage_service_per_second", "Messages one task of a stage handles per second of work (μ).", "stage"),
 		stageUtilisation:   d("stage_utilisation", "λ/(cμ) of a stage; at 1 its mailboxes grow without bound.", "stage"),
 		stageInStage:       d("stage_in_stage", "Mean messages in a stage (queued or handled), measured.", "stage"),
+		stageQueued:        d("stage_queued", "Mean messages waiting in a stage's mailboxes, measured.", "stage"),
 		stageModelInStage:  d("stage_model_in_stage", "Mean messages in a stage by the model (mmc: M/M/c; split: c M/M/1 queues); -1 when unstable.", "stage", "model"),
 		stageWarning:       d("stage_warning", "1 while a stage has stayed over the utilisation threshold.", "stage"),
 	}
@@ -172,6 +173,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.stageService, st.Service, st.Name)
 		gauge(c.stageUtilisation, st.Model.Rho, st.Name)
 		gauge(c.stageInStage, st.L, st.Name)
+		gauge(c.stageQueued, st.Lq, st.Name)
 		gauge(c.stageModelInStage, st.Model.L, st.Name, "mmc")
 		gauge(c.stageModelInStage, st.Split.L, st.Name, "split")
 		gauge(c.stageWarning, b2f(st.Warning != ""), st.Name)
