@@ -272,7 +272,7 @@ func New(topo *Topology, cfg Config) (*Runtime, error) {
 
 func newEnv(topo *Topology, cfg Config, log logrus.FieldLogger) *env {
 	e := &env{topo: topo, cfg: cfg, log: log}
-	e.stages = newStages(e.now)
+	e.stages = newStages(e.now, stagePeriod)
 	replicas := cfg.Replicas
 	if replicas == 0 {
 		replicas = ring.DefaultReplicas

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,55 +14,40 @@ import (
 // actor of a kind on this member is one server of its stage.
 var stageNames = []string{KindSpout, KindProcessor, KindAcker, KindCounter}
 
-// stageMeter measures one stage on this member: messages posted to its
-// mailboxes (arrivals), messages handled and the time spent handling them
-// (service), and the time integral of the messages in the stage (waiting or
-// in service), from which the mean follows for any interval. It is the
-// mailbox middleware and receiver middleware of the stage's props.
+// stageMeter measures one stage on this member, lock-free and mostly
+// without the clock, since it sits on every message's path: messages posted
+// to its mailboxes (arrivals, λ) and handled (counted), the time spent
+// handling every period-th one (service, μ), and the messages in the stage
+// as every period-th arrival finds them. For Poisson arrivals that is the
+// time average (PASTA: arrivals see time averages); for others it is what
+// an arrival meets, which is what a queue is sized for. It is the mailbox
+// middleware and receiver middleware of the stage's props.
 type stageMeter struct {
-	now func() time.Time
+	now    func() time.Time
+	period uint64
 
-	mu      sync.Mutex
-	last    int64   // unix ns of the last change of inStage
-	inStage int64   // posted and not yet handled
-	area    float64 // ∫ inStage dt, in message·ns
-	posted  uint64
-	served  uint64
-	busy    int64 // ns spent handling
-	servers int64 // task actors started and not stopped
+	posted           atomic.Uint64
+	_                [56]byte // posted is bumped by senders, the rest mostly by the stage
+	received, served atomic.Uint64
+	seenSum, seenN   atomic.Uint64 // messages in the stage that sampled arrivals found
+	busy             atomic.Int64  // ns spent handling, estimated from every period-th message
+	servers          atomic.Int64  // task actors started and not stopped
 }
+
+// stagePeriod is how often the meter samples: one message in 16.
+const stagePeriod = 16
 
 // stageSample is a stage meter's cumulative state at a time.
 type stageSample struct {
-	at             int64
-	area           float64
-	posted, served uint64
-	busy           int64
-	inStage        int64
-	servers        int64
+	at                       int64
+	posted, received, served uint64
+	seenSum, seenN           uint64
+	busy                     int64
+	servers                  int64
 }
 
-func newStageMeter(now func() time.Time) *stageMeter {
-	return &stageMeter{now: now, last: now().UnixNano()}
-}
-
-// integrate brings the area up to t; the caller holds mu.
-func (m *stageMeter) integrate(t int64) {
-	if t > m.last {
-		m.area += float64(m.inStage) * float64(t-m.last)
-		m.last = t
-	}
-}
-
-func (m *stageMeter) change(d int64, posted bool) {
-	t := m.now().UnixNano()
-	m.mu.Lock()
-	m.integrate(t)
-	m.inStage += d
-	if posted {
-		m.posted++
-	}
-	m.mu.Unlock()
+func newStageMeter(now func() time.Time, period uint64) *stageMeter {
+	return &stageMeter{now: now, period: max(period, 1)}
 }
 
 // MailboxStarted, MessagePosted, MessageReceived and MailboxEmpty make the
@@ -70,54 +56,54 @@ func (m *stageMeter) MailboxStarted() {}
 func (m *stageMeter) MailboxEmpty()   {}
 
 func (m *stageMeter) MessagePosted(msg any) {
-	if _, sys := msg.(actor.SystemMessage); !sys {
-		m.change(1, true)
+	if _, sys := msg.(actor.SystemMessage); sys {
+		return
+	}
+	if n := m.posted.Add(1); n%m.period == 0 {
+		// The others in the stage; concurrent posters can make this a
+		// little off, never below zero.
+		m.seenSum.Add(uint64(max(int64(n-1-m.received.Load()), 0)))
+		m.seenN.Add(1)
 	}
 }
 
 func (m *stageMeter) MessageReceived(msg any) {
 	if _, sys := msg.(actor.SystemMessage); !sys {
-		m.change(-1, false)
+		m.received.Add(1)
 	}
 }
 
-// receive is the receiver middleware: it times each user message and
-// counts the stage's task actors.
+// receive is the receiver middleware: it counts and samples the time of
+// user messages, and counts the stage's task actors.
 func (m *stageMeter) receive(next actor.ReceiverFunc) actor.ReceiverFunc {
 	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 		switch env.Message.(type) {
 		case *actor.Started:
-			m.mu.Lock()
-			m.servers++
-			m.mu.Unlock()
+			m.servers.Add(1)
 			next(c, env)
 			return
 		case *actor.Stopped:
-			m.mu.Lock()
-			m.servers--
-			m.mu.Unlock()
+			m.servers.Add(-1)
 			next(c, env)
 			return
 		case actor.SystemMessage:
 			next(c, env)
 			return
 		}
+		if m.served.Add(1)%m.period != 0 {
+			next(c, env)
+			return
+		}
 		start := m.now()
 		next(c, env)
-		d := m.now().Sub(start)
-		m.mu.Lock()
-		m.served++
-		m.busy += int64(d)
-		m.mu.Unlock()
+		m.busy.Add(int64(m.now().Sub(start)) * int64(m.period))
 	}
 }
 
 func (m *stageMeter) sample() stageSample {
-	t := m.now().UnixNano()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.integrate(t)
-	return stageSample{at: t, area: m.area, posted: m.posted, served: m.served, busy: m.busy, inStage: m.inStage, servers: m.servers}
+	return stageSample{at: m.now().UnixNano(), posted: m.posted.Load(), received: m.received.Load(),
+		served: m.served.Load(), seenSum: m.seenSum.Load(), seenN: m.seenN.Load(), busy: m.busy.Load(),
+		servers: m.servers.Load()}
 }
 
 // Stage is one stage's load over a recent interval (the last few seconds),
@@ -136,8 +122,10 @@ type Stage struct {
 	// them): an even split's truth, which M/M/c underestimates.
 	Model MMc `json:"model"`
 	Split MMc `json:"model_split"`
-	// L is the measured mean number of messages in the stage (waiting or
-	// handled), W the mean time a message spends there (Little: L/λ).
+	// L is the mean number of messages an arriving message finds in the
+	// stage (waiting or handled): the time average for Poisson arrivals,
+	// what a queue must hold for others. W is the mean time a message
+	// spends there (Little: L/λ).
 	L float64       `json:"measured_in_stage"`
 	W time.Duration `json:"measured_time_in_stage_ns"`
 	// Lq and Wq are the measured mean messages waiting (L less the mean
@@ -170,10 +158,10 @@ type stages struct {
 	warned  map[string]bool          // stage -> warned about since
 }
 
-func newStages(now func() time.Time) *stages {
+func newStages(now func() time.Time, period uint64) *stages {
 	s := &stages{meters: map[string]*stageMeter{}, over: map[string]int64{}, warned: map[string]bool{}}
 	for _, n := range stageNames {
-		s.meters[n] = newStageMeter(now)
+		s.meters[n] = newStageMeter(now, period)
 	}
 	first := map[string]stageSample{}
 	for n, m := range s.meters {
@@ -241,17 +229,20 @@ func (s *stages) report(threshold float64, warn func(Stage)) []Stage {
 
 // measure is a stage's load between two samples.
 func measure(name string, a, b stageSample) Stage {
-	st := Stage{Name: name, Servers: int(b.servers), Queued: b.inStage}
+	st := Stage{Name: name, Servers: int(b.servers), Queued: int64(b.posted - b.received)}
 	dt := float64(b.at-a.at) / 1e9
 	if dt <= 0 {
 		return st
 	}
 	st.Arrivals = float64(b.posted-a.posted) / dt
-	if busy := float64(b.busy-a.busy) / 1e9; busy > 0 {
+	busy := float64(b.busy-a.busy) / 1e9
+	if busy > 0 {
 		st.Service = float64(b.served-a.served) / busy
 	}
-	st.L = (b.area - a.area) / 1e9 / dt
-	st.Lq = max(st.L-float64(b.busy-a.busy)/1e9/dt, 0)
+	if n := b.seenN - a.seenN; n > 0 {
+		st.L = float64(b.seenSum-a.seenSum) / float64(n)
+	}
+	st.Lq = max(st.L-busy/dt, 0)
 	if st.Arrivals > 0 {
 		st.W = seconds(st.L / st.Arrivals)
 		st.Wq = seconds(st.Lq / st.Arrivals)

@@ -22,11 +22,12 @@ func handle(m *stageMeter, c *fakeClock, msg any, took time.Duration) {
 type work struct{}
 
 // TestStageMeter: three messages posted at once and handled in 0.5 s each,
-// over 2 s: λ = 1.5/s, μ = 2/s, a mean of 1.5 messages in the stage (3, 2,
-// 1 for half a second each) and 1 s in it; the model says ρ = 0.75.
+// over 2 s: λ = 1.5/s, μ = 2/s; the arrivals found 0, 1 and 2 others, so
+// L = 1 and W = L/λ = 2/3 s; busy 1.5 s of 2 leaves Lq = 0.25. The model
+// says ρ = 0.75. (The time average was 1.5: a batch is no Poisson stream.)
 func TestStageMeter(t *testing.T) {
 	c := &fakeClock{t: time.Unix(1000, 0)}
-	s := newStages(c.now)
+	s := newStages(c.now, 1)
 	m := s.meters[KindProcessor]
 	handle(m, c, &actor.Started{}, 0)
 	for range 3 {
@@ -43,8 +44,7 @@ func TestStageMeter(t *testing.T) {
 			got = st
 		}
 	}
-	// Busy 1.5 s of 2: 0.75 in service on average, so 0.75 waiting, 0.5 s each.
-	want := Stage{Name: KindProcessor, Servers: 1, Arrivals: 1.5, Service: 2, L: 1.5, W: time.Second, Lq: 0.75, Wq: time.Second / 2}
+	want := Stage{Name: KindProcessor, Servers: 1, Arrivals: 1.5, Service: 2, L: 1, W: 2 * time.Second / 3, Lq: 0.25, Wq: time.Second / 6}
 	if got.Servers != want.Servers || !near(got.Arrivals, want.Arrivals, 1e-9) || !near(got.Service, want.Service, 1e-9) ||
 		!near(got.L, want.L, 1e-9) || got.W != want.W || !near(got.Lq, want.Lq, 1e-9) || got.Wq != want.Wq || !near(got.Model.Rho, 0.75, 1e-9) || !near(got.Model.L, 3, 1e-9) || got.Queued != 0 {
 		t.Fatalf("stage %+v, want %+v with ρ 0.75 and model L 3", got, want)
@@ -55,7 +55,7 @@ func TestStageMeter(t *testing.T) {
 // stayed there WarnAfter, once, and no more once it is under it again.
 func TestStageWarning(t *testing.T) {
 	c := &fakeClock{t: time.Unix(1000, 0)}
-	s := newStages(c.now)
+	s := newStages(c.now, 1)
 	m := s.meters[KindAcker]
 	handle(m, c, &actor.Started{}, 0)
 	var warned []Stage
@@ -101,7 +101,7 @@ func TestStageWarning(t *testing.T) {
 // TestStagesJSONSafe: an overloaded stage's model has no infinities (JSON
 // has none).
 func TestStagesJSONSafe(t *testing.T) {
-	st := measure("x", stageSample{at: 0}, stageSample{at: int64(time.Second), posted: 10, served: 10, busy: int64(2 * time.Second), servers: 1})
+	st := measure("x", stageSample{at: 0}, stageSample{at: int64(time.Second), posted: 10, received: 10, served: 10, busy: int64(2 * time.Second), servers: 1})
 	if st.Model.Stable || math.IsInf(st.Model.L, 0) || math.IsInf(st.Model.Lq, 0) || st.Model.Rho != 2 {
 		t.Fatalf("%+v", st.Model)
 	}
@@ -110,7 +110,7 @@ func TestStagesJSONSafe(t *testing.T) {
 // BenchmarkStageMeter is what the meter adds to one message: posted,
 // handled (timed) and received, with the real clock.
 func BenchmarkStageMeter(b *testing.B) {
-	m := newStageMeter(time.Now)
+	m := newStageMeter(time.Now, stagePeriod)
 	next := func(actor.ReceiverContext, *actor.MessageEnvelope) {}
 	recv := m.receive(next)
 	env := &actor.MessageEnvelope{Message: work{}}
