@@ -523,3 +523,46 @@ func TestBadRecordsAndRedelivery(t *testing.T) {
 		t.Fatalf("done %v %v %v", src.done[7], src.done[60], src.done[50])
 	}
 }
+
+// backlogSource tells how many of its lines are still to come.
+type backlogSource struct{ memSource }
+
+func (b *backlogSource) Backlog() int64 { return int64(len(b.lines) - b.next) }
+
+// TestStagesShowTheSource: with a source that tells its backlog, the stages
+// start with the source's queue; without one they do not.
+func TestStagesShowTheSource(t *testing.T) {
+	var mu sync.Mutex
+	lines := numbered(20_000, nil)
+	var b Builder
+	b.Spout("lines", 1, func(int, int) (source.Source, error) {
+		return &backlogSource{memSource{lines: lines, mu: &mu, done: map[uint64]int{}}}, nil
+	})
+	b.Processor("p", 2, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) { c.Ack(tu) }), nil
+	}).Shuffle("lines")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(2)
+	cfg.MaxPending = 64 // a backlog that lasts a while
+	rt, err := New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sawSource := false
+	if _, err := rt.Run(context.Background(), startMember(t, rt), func(Progress) {
+		if st := rt.Stages(); st[0].Name == "source" && st[0].Queued > 0 && len(st) == 5 {
+			sawSource = true
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !sawSource {
+		t.Fatal("no source stage with a backlog during the run")
+	}
+	if st := rt.Stages(); st[0].Name == "source" {
+		t.Fatalf("a source stage after the run: %+v", st[0])
+	}
+}

@@ -116,6 +116,7 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 		if s.cancel != nil {
 			s.cancel()
 		}
+		s.env.stages.source.dropBacklog(s.task)
 		if s.src != nil {
 			if err := s.src.Close(); err != nil {
 				s.env.log.WithError(err).Warnf("spout %s: closing its source", s.info.Component)
@@ -173,6 +174,7 @@ func (s *spoutTask) move(ctx actor.Context, m *Moved) {
 			s.cancel()
 		}
 		st := s.state()
+		s.env.stages.source.dropBacklog(s.task)
 		if err := s.src.Close(); err != nil {
 			s.env.log.WithError(err).Warnf("spout %s: closing its source", s.info.Component)
 		}
@@ -312,6 +314,9 @@ func (s *spoutTask) pull() {
 			break
 		}
 	}
+	if bl, ok := s.src.(source.Backlogger); ok {
+		s.env.stages.source.setBacklog(s.task, bl.Backlog())
+	}
 	s.flush()
 	s.schedulePull(wait)
 	s.maybeFinish()
@@ -320,6 +325,7 @@ func (s *spoutTask) pull() {
 // take emits a root the source handed out.
 func (s *spoutTask) take(r source.Root) {
 	s.idle = 0
+	s.env.stages.source.taken.Add(1)
 	if _, again := s.redelivered[r.ID]; again {
 		delete(s.redelivered, r.ID)
 	} else {
@@ -576,6 +582,7 @@ func (s *spoutTask) finish() {
 		return
 	}
 	s.finished = true
+	s.env.stages.source.dropBacklog(s.task)
 	if s.col != nil {
 		s.col.flush()
 		sendDrains(s.env, s.task, &s.res, s.root, s.reporter)

@@ -153,22 +153,68 @@ const WarnAfter = 5 * time.Second
 type stages struct {
 	mu      sync.Mutex
 	meters  map[string]*stageMeter
+	source  sourceMeter
 	history []map[string]stageSample // oldest first, one every quarter second at most
 	over    map[string]int64         // stage -> unix ns it went over the threshold
 	warned  map[string]bool          // stage -> warned about since
 }
 
 func newStages(now func() time.Time, period uint64) *stages {
-	s := &stages{meters: map[string]*stageMeter{}, over: map[string]int64{}, warned: map[string]bool{}}
+	s := &stages{meters: map[string]*stageMeter{}, over: map[string]int64{}, warned: map[string]bool{},
+		source: sourceMeter{backlog: map[uint32]int64{}}}
 	for _, n := range stageNames {
 		s.meters[n] = newStageMeter(now, period)
 	}
-	first := map[string]stageSample{}
-	for n, m := range s.meters {
-		first[n] = m.sample()
-	}
-	s.history = append(s.history, first)
+	s.history = append(s.history, s.sample())
 	return s
+}
+
+// sourceStage names the queue in front of the spout tasks: the records
+// their sources' brokers (a Kafka partition, a JetStream consumer, the
+// ingest log) hold for them, served by the spout tasks.
+const sourceStage = "source"
+
+// sourceMeter counts the roots spout tasks on this member take from their
+// sources and, for sources that tell (source.Backlogger), what waits there.
+type sourceMeter struct {
+	taken   atomic.Uint64
+	mu      sync.Mutex
+	backlog map[uint32]int64 // by spout task
+}
+
+func (m *sourceMeter) setBacklog(task uint32, n int64) {
+	m.mu.Lock()
+	m.backlog[task] = max(n, 0)
+	m.mu.Unlock()
+}
+
+func (m *sourceMeter) dropBacklog(task uint32) {
+	m.mu.Lock()
+	delete(m.backlog, task)
+	m.mu.Unlock()
+}
+
+// sample is every stage's meter now; the source's sample holds the roots
+// taken (received, served), those plus the backlog (posted: what has come),
+// the backlog (seenSum, with seenN 1 when a source tells it) and the spout
+// stage's busy time and tasks, which serve it.
+func (s *stages) sample() map[string]stageSample {
+	now := map[string]stageSample{}
+	for n, m := range s.meters {
+		now[n] = m.sample()
+	}
+	sp := now[KindSpout]
+	taken := s.source.taken.Load()
+	s.source.mu.Lock()
+	var backlog uint64
+	for _, n := range s.source.backlog {
+		backlog += uint64(n)
+	}
+	known := uint64(min(len(s.source.backlog), 1))
+	s.source.mu.Unlock()
+	now[sourceStage] = stageSample{at: sp.at, posted: taken + backlog, received: taken, served: taken,
+		seenSum: backlog, seenN: known, busy: sp.busy, servers: sp.servers}
+	return now
 }
 
 // props gives a stage's task props its meter.
@@ -182,10 +228,7 @@ func (s *stages) props(stage string, mailbox func(...actor.MailboxMiddleware) ac
 // prediction beside it. threshold is the utilisation to warn at; newly
 // warned stages are passed to warn.
 func (s *stages) report(threshold float64, warn func(Stage)) []Stage {
-	now := map[string]stageSample{}
-	for n, m := range s.meters {
-		now[n] = m.sample()
-	}
+	now := s.sample()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	base := s.history[0]
@@ -201,9 +244,16 @@ func (s *stages) report(threshold float64, warn func(Stage)) []Stage {
 	for len(s.history) > 16 && t-s.history[1][KindSpout].at >= int64(stageWindow) {
 		s.history = s.history[1:]
 	}
-	out := make([]Stage, 0, len(stageNames))
-	for _, n := range stageNames {
+	names := stageNames
+	if now[sourceStage].seenN > 0 {
+		names = append([]string{sourceStage}, names...)
+	}
+	out := make([]Stage, 0, len(names))
+	for _, n := range names {
 		st := measure(n, base[n], now[n])
+		if n == sourceStage {
+			st = measureSource(base[n], now[n])
+		}
 		if st.Model.Rho >= threshold && st.Model.Rho > 0 {
 			since, ok := s.over[n]
 			if !ok {
@@ -247,13 +297,40 @@ func measure(name string, a, b stageSample) Stage {
 		st.W = seconds(st.L / st.Arrivals)
 		st.Wq = seconds(st.Lq / st.Arrivals)
 	}
+	st.model()
+	return st
+}
+
+// measureSource is the source stage between two samples: records arriving
+// (taken, plus the growth of the backlog) per second, roots the spout tasks
+// take per second of their work, and the backlog now, all of it waiting.
+func measureSource(a, b stageSample) Stage {
+	st := Stage{Name: sourceStage, Servers: int(b.servers), Queued: int64(b.seenSum)}
+	dt := float64(b.at-a.at) / 1e9
+	if dt <= 0 {
+		return st
+	}
+	st.Arrivals = max(float64(int64(b.posted-a.posted)), 0) / dt
+	if busy := float64(b.busy-a.busy) / 1e9; busy > 0 {
+		st.Service = float64(b.served-a.served) / busy
+	}
+	st.L, st.Lq = float64(b.seenSum), float64(b.seenSum)
+	if st.Arrivals > 0 {
+		st.W = seconds(st.L / st.Arrivals)
+		st.Wq = st.W
+	}
+	st.model()
+	return st
+}
+
+// model puts the M/M/c and the split model beside the measurement.
+func (st *Stage) model() {
 	c := max(st.Servers, 1)
 	st.Model = jsonSafe(ModelMMc(st.Arrivals, st.Service, c))
 	st.Split = ModelMMc(st.Arrivals/float64(c), st.Service, 1)
 	st.Split.L *= float64(c)
 	st.Split.Lq *= float64(c)
 	st.Split = jsonSafe(st.Split)
-	return st
 }
 
 // jsonSafe replaces an unstable model's infinities (JSON has none; Stable

@@ -120,3 +120,38 @@ func BenchmarkStageMeter(b *testing.B) {
 		m.MessageReceived(work{})
 	}
 }
+
+// TestSourceStage: the source row appears once a source tells its backlog;
+// records arriving are those taken plus the backlog's growth, the spout
+// tasks serve them at the roots they take per second of their work, and
+// the backlog is what waits.
+func TestSourceStage(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	s := newStages(c.now, 1)
+	for _, st := range s.report(0.9, nil) {
+		if st.Name == sourceStage {
+			t.Fatal("a source row with no source that tells its backlog")
+		}
+	}
+	spout := s.meters[KindSpout]
+	handle(spout, c, &actor.Started{}, 0)
+	s.source.setBacklog(3, 100)
+	for range 10 { // ten pulls of 5 roots, 0.1 s each
+		spout.MessagePosted(work{})
+		handle(spout, c, work{}, 100*time.Millisecond)
+		s.source.taken.Add(5)
+	}
+	s.source.setBacklog(3, 80)
+	c.add(time.Second)
+	rows := s.report(0.9, nil)
+	got := rows[0]
+	// 50 taken and 80 waiting came in 2 s; 50 roots in 1 s of spout work.
+	if got.Name != sourceStage || len(rows) != 5 || got.Servers != 1 || !near(got.Arrivals, 65, 1e-9) ||
+		!near(got.Service, 50, 1e-9) || got.L != 80 || got.Lq != 80 || got.Queued != 80 || !near(got.Model.Rho, 1.3, 1e-9) || got.Model.Stable {
+		t.Fatalf("source row %+v of %d rows", got, len(rows))
+	}
+	s.source.dropBacklog(3)
+	if rows := s.report(0.9, nil); rows[0].Name == sourceStage {
+		t.Fatal("the source row outlived its spout task")
+	}
+}

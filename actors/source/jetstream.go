@@ -261,9 +261,12 @@ type jetStreamSource struct {
 	ready  chan jsItem   // fetched, not handed out; closed when consume returns
 	space  chan struct{} // a token from Next when a paused consume may go on
 	paused atomic.Bool   // consume waits for space
-	ctx    context.Context
-	cancel context.CancelFunc // stops the goroutines
-	wg     sync.WaitGroup
+	// pending is the consumer's messages not yet delivered, as the last
+	// delivery's metadata said, plus those fetched and not handed out.
+	pending atomic.Int64
+	ctx     context.Context
+	cancel  context.CancelFunc // stops the goroutines
+	wg      sync.WaitGroup
 
 	mu   sync.Mutex
 	held map[uint64]*jsHeld // by stream sequence
@@ -481,6 +484,7 @@ func (s *jetStreamSource) accept(m jetstream.Msg) error {
 		return fmt.Errorf("%w on %s: %v", errNoMetadata, m.Subject(), err)
 	}
 	seq := md.Sequence.Stream
+	s.pending.Store(int64(min(md.NumPending, math.MaxInt64/2)))
 	h := &jsHeld{msg: m, touched: time.Since(s.epoch)}
 	it := jsItem{root: Root{ID: seq, Time: md.Timestamp.UnixNano(),
 		Attempt: int32(min(md.NumDelivered-1, math.MaxInt32))}}
@@ -655,6 +659,11 @@ func (s *jetStreamSource) Redeliver(id uint64, attempt int32) error {
 	}
 	return nil
 }
+
+// Backlog is the messages of the consumer still to come: those the server
+// had not delivered at the last delivery, and those fetched here and not
+// handed out yet (Backlogger).
+func (s *jetStreamSource) Backlog() int64 { return s.pending.Load() + int64(len(s.ready)) }
 
 // Total is -1: a stream has no known end.
 func (s *jetStreamSource) Total() int64 { return -1 }

@@ -676,3 +676,34 @@ func BenchmarkJetStreamSource(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "records/s")
 }
+
+// The backlog counts the consumer's messages still to come: all of them
+// before the first delivery's metadata (or the read-ahead) says otherwise,
+// none once every one was handed out.
+func TestJetStreamBacklog(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s := startJetStream(t)
+	defer s.stop()
+	s.publish(t, numberedPayloads(50)...)
+	src := openJS(t, s.config(), 0, 1)
+	defer src.Close()
+	var _ Backlogger = src
+	r, err := nextRoot(t, src, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.Done(r.ID)
+	if n := src.Backlog(); n != 49 {
+		t.Fatalf("backlog %d after one of 50, want 49", n)
+	}
+	for range 49 {
+		r, err := nextRoot(t, src, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Done(r.ID)
+	}
+	if n := src.Backlog(); n != 0 {
+		t.Fatalf("backlog %d after all 50, want 0", n)
+	}
+}

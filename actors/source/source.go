@@ -84,5 +84,12 @@ type Seeker interface {
 	Seek(pos uint64) error
 }
 
+// Backlogger is a Source that knows how many records wait for it at its
+// broker or log, not yet handed out: the queue in front of its spout task,
+// which the queueing model reports as the source stage.
+type Backlogger interface {
+	Backlog() int64
+}
+
 // Factory opens the source of spout task `task` out of `tasks` parallel tasks.
 type Factory func(task, tasks int) (Source, error)

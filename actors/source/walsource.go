@@ -229,6 +229,14 @@ func (s *walSource) skipTo(start uint64) error {
 	return ErrNotReady // read on at the next call
 }
 
+// Backlog is the durable records not handed out yet (Backlogger).
+func (s *walSource) Backlog() int64 {
+	if s.closed {
+		return 0
+	}
+	return int64(s.log.End() - s.pos)
+}
+
 // Replay reads the record at offset id again. It must have been handed out
 // and not be Done.
 func (s *walSource) Replay(id uint64) (string, error) {

@@ -389,3 +389,23 @@ func TestWALSourceCommitError(t *testing.T) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 }
+
+// The backlog is the durable records not handed out yet.
+func TestWALSourceBacklog(t *testing.T) {
+	checkLeaks(t)
+	l := openWALLog(t, t.TempDir(), wal.Options{Sync: wal.NoSync})
+	src := openWALSource(t, WALConfig{Log: l, Reader: "r"})
+	defer src.Close()
+	bl, ok := src.(Backlogger)
+	if !ok {
+		t.Fatal("the WAL source does not tell its backlog")
+	}
+	appendStrings(t, l, "a", "b", "c", "d", "e")
+	if n := bl.Backlog(); n != 5 {
+		t.Fatalf("backlog %d before reading, want 5", n)
+	}
+	nextN(t, src, 2)
+	if n := bl.Backlog(); n != 3 {
+		t.Fatalf("backlog %d after two, want 3", n)
+	}
+}
