@@ -139,7 +139,10 @@ func printStatus(w io.Writer, st gateway.Status) error {
 
 // inStage formats a model's L and W.
 func inStage(m actors.MMc) (l, w string) {
-	if !m.Stable {
+	switch {
+	case m == (actors.MMc{}): // nothing timed yet: too few messages
+		return "–", "–"
+	case !m.Stable:
 		return "unstable", "∞"
 	}
 	return fmt.Sprintf("%.2f", m.L), m.W.Round(time.Microsecond).String()

@@ -620,14 +620,31 @@ func (d *drainSource) Next() (source.Root, error) {
 		return source.Root{}, io.EOF
 	}
 	r, err := d.Source.Next()
-	var bad *source.BadRecord
-	switch {
-	case err == nil:
+	if err == nil {
 		d.out[r.ID] = struct{}{}
-	case errors.As(err, &bad):
-		d.out[bad.ID] = struct{}{} // the spout dead-letters it and calls Done
+		return r, nil
 	}
+	d.badRecord(err)
 	return r, err
+}
+
+// badRecord keeps a bad record's id out: the spout dead-letters it and
+// calls Done. (Apart from Next, whose every root would allocate the
+// target errors.As takes.)
+func (d *drainSource) badRecord(err error) {
+	var bad *source.BadRecord
+	if errors.As(err, &bad) {
+		d.out[bad.ID] = struct{}{}
+	}
+}
+
+// Backlog passes the log's backlog on (source.Backlogger): the node's
+// stages show the ingest log as the queue in front of the word count.
+func (d *drainSource) Backlog() int64 {
+	if bl, ok := d.Source.(source.Backlogger); ok && !d.stopped {
+		return bl.Backlog()
+	}
+	return 0
 }
 
 func (d *drainSource) Done(id uint64) {
