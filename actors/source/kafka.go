@@ -229,6 +229,8 @@ type kafkaPart struct {
 	end       int64           // StopAtEnd: the end offset at open
 	start     int64           // StopAtEnd: where consuming started; -1: unknown
 	atEnd     bool            // StopAtEnd: read up to end
+	hwm       int64           // the partition's high watermark at the last fetch; 0: none yet
+	first     int64           // offset of the first record fetched since assigned; -1: none
 }
 
 // held is the number of records from the first unfinished one on.
@@ -504,7 +506,7 @@ func (s *kafkaSource) part(topic string, partition int32) (*kafkaPart, error) {
 	if p := s.parts[slot]; p != nil {
 		return p, nil
 	}
-	p := &kafkaPart{topic: topic, partition: partition, slot: slot << kafkaOffsetBits,
+	p := &kafkaPart{topic: topic, partition: partition, slot: slot << kafkaOffsetBits, first: -1,
 		last: -1, commit: kgo.EpochOffset{Epoch: -1, Offset: -1}, committed: -1, start: -1}
 	if ends := s.ends[topic]; int(partition) < len(ends) {
 		p.end = ends[partition] // partitions made after open have nothing to read
@@ -695,6 +697,11 @@ func (s *kafkaSource) buffer(fs kgo.Fetches) (stop bool) {
 		clear(s.fetched[n:])
 		s.fetched, s.fhead = s.fetched[:n], 0
 	}
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if slot, ok := s.slotOf(fp.Topic, fp.Partition); ok && s.parts[slot] != nil && fp.HighWatermark > 0 {
+			s.parts[slot].hwm = fp.HighWatermark
+		}
+	})
 	var last *kafkaPart
 	fs.EachRecord(func(rec *kgo.Record) {
 		if last == nil || last.topic != rec.Topic || last.partition != rec.Partition {
@@ -705,6 +712,9 @@ func (s *kafkaSource) buffer(fs kgo.Fetches) (stop bool) {
 			}
 		}
 		if last != nil { // else not (or no longer) assigned
+			if last.first < 0 {
+				last.first = rec.Offset
+			}
 			s.fetched = append(s.fetched, kafkaFetched{rec, last})
 		}
 	})
@@ -888,6 +898,25 @@ func (s *kafkaSource) setPaused(p *kafkaPart) {
 	} else {
 		s.cl.ResumeFetchPartitions(tp)
 	}
+}
+
+// Backlog is the records of the partitions assigned to this member that
+// are not handed out yet, up to each one's high watermark at its last
+// fetch: the consumer's lag (Backlogger).
+func (s *kafkaSource) Backlog() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, p := range s.parts {
+		next := p.last + 1
+		if p.last < 0 {
+			next = p.first // nothing handed out yet: from the first fetched, if any
+		}
+		if p.hwm > 0 && next >= 0 {
+			n += max(p.hwm-next, 0)
+		}
+	}
+	return n
 }
 
 // Replay returns the payload of a root handed out and not yet Done. For a

@@ -717,3 +717,27 @@ func produceKafkaBench(b *testing.B, e *kafkaEnv, topic string, parts, n int) {
 		b.Fatal(err)
 	}
 }
+
+// TestKafkaBacklog: the backlog is the records up to each partition's high
+// watermark not handed out yet, and grows as more are produced.
+func TestKafkaBacklog(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const parts, n = 2, 30
+	e := newKafkaEnv(t, parts, "t")
+	defer e.close()
+	e.fill(t, "t", parts, n)
+	src := openKafkaTask(t, e.config("g", "t"), 0, 1)
+	defer src.Close()
+	var _ Backlogger = src
+	kafkaTake(t, src, 10)
+	kafkaWaitFor(t, func() bool { return src.Backlog() == parts*n-10 },
+		func() string {
+			return fmt.Sprintf("backlog %d after 10 of %d, want %d", src.Backlog(), parts*n, parts*n-10)
+		})
+	e.produce(t, "t", 0, "more", "and more")
+	kafkaTake(t, src, parts*n-10)
+	kafkaWaitFor(t, func() bool { return src.Backlog() == 2 },
+		func() string {
+			return fmt.Sprintf("backlog %d after every first record, want the 2 produced since", src.Backlog())
+		})
+}
