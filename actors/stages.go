@@ -250,9 +250,9 @@ func (s *stages) report(threshold float64, warn func(Stage)) []Stage {
 	}
 	out := make([]Stage, 0, len(names))
 	for _, n := range names {
-		st := measure(n, base[n], now[n])
+		st, queue := measure(n, base[n], now[n]), "its mailboxes grow"
 		if n == sourceStage {
-			st = measureSource(base[n], now[n])
+			st, queue = measureSource(base[n], now[n]), "the backlog at its broker grows"
 		}
 		if st.Model.Rho >= threshold && st.Model.Rho > 0 {
 			since, ok := s.over[n]
@@ -261,8 +261,8 @@ func (s *stages) report(threshold float64, warn func(Stage)) []Stage {
 				s.over[n] = t
 			}
 			if d := time.Duration(t - since); d >= WarnAfter {
-				st.Warning = fmt.Sprintf("%s: utilisation %.2f for %v (threshold %.2f): its mailboxes grow; give it more tasks or members",
-					n, st.Model.Rho, d.Round(time.Second), threshold)
+				st.Warning = fmt.Sprintf("%s: utilisation %.2f for %v (threshold %.2f): %s; give it more tasks or members",
+					n, st.Model.Rho, d.Round(time.Second), threshold, queue)
 				if !s.warned[n] && warn != nil {
 					warn(st)
 				}
