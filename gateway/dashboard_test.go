@@ -8,15 +8,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/actors/source"
-	"github.com/acktor/acktor/cluster"
 )
 
 // endless yields a root a millisecond until the run ends.
@@ -44,40 +41,7 @@ func (e *endless) Close() error                     { return nil }
 // flowing serves a gateway over a word count that never ends.
 func flowing(t *testing.T) *httptest.Server {
 	t.Helper()
-	var b actors.Builder
-	b.Spout("lines", 1, func(int, int) (source.Source, error) { return &endless{}, nil })
-	b.Processor("split", 2, func(actors.TaskInfo) (actors.Processor, error) { return split{}, nil }).Shuffle("lines")
-	b.Counter("words", 2, actors.CounterOptions{Value: -1}, nil).Fields("split", 0)
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := actors.DefaultConfig()
-	cfg.Log = quiet()
-	rt, err := actors.New(topo, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := cluster.StartEmbedded("dash", rt.Kinds(), quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, _ = rt.Run(ctx, node.Cluster, nil)
-	}()
-	gw := New(rt, node.Cluster, "", quiet())
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(func() {
-		gw.Close()
-		srv.Close()
-		cancel()
-		wg.Wait()
-		node.Stop()
-	})
+	srv, _ := wordsOver(t, &endless{}, "", nil)
 	return srv
 }
 

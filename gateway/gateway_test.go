@@ -60,16 +60,13 @@ func (split) Process(t *actors.Tuple, c *actors.Collector) {
 	c.Ack(t)
 }
 
-// running starts a word count that holds open after its lines, and a
-// gateway over it; the run ends when the test does.
-func running(t testing.TB, token string) *httptest.Server {
+// wordsOver serves a gateway over a word count (lines, split, a counter
+// "words") whose spout reads src; the run ends when the test does, then
+// onEnd runs (before the run is cancelled).
+func wordsOver(t testing.TB, src source.Source, token string, onEnd func()) (*httptest.Server, *actors.Runtime) {
 	t.Helper()
-	lines := []string{"a b a", "c a", "b"}
-	release := make(chan struct{})
 	var b actors.Builder
-	b.Spout("lines", 1, func(int, int) (source.Source, error) {
-		return &holdSource{lines: lines, released: release}, nil
-	})
+	b.Spout("lines", 1, func(int, int) (source.Source, error) { return src, nil })
 	b.Processor("split", 2, func(actors.TaskInfo) (actors.Processor, error) { return split{}, nil }).Shuffle("lines")
 	b.Counter("words", 2, actors.CounterOptions{Value: -1}, nil).Fields("split", 0)
 	topo, err := b.Build()
@@ -98,11 +95,23 @@ func running(t testing.TB, token string) *httptest.Server {
 	t.Cleanup(func() {
 		gw.Close()
 		srv.Close()
-		close(release)
+		if onEnd != nil {
+			onEnd()
+		}
 		cancel()
 		wg.Wait()
 		node.Stop()
 	})
+	return srv, rt
+}
+
+// running starts a word count that holds open after its lines, and a
+// gateway over it; the run ends when the test does.
+func running(t testing.TB, token string) *httptest.Server {
+	t.Helper()
+	lines := []string{"a b a", "c a", "b"}
+	release := make(chan struct{})
+	srv, rt := wordsOver(t, &holdSource{lines: lines, released: release}, token, func() { close(release) })
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if p, ok := rt.Progress(); ok && p.Completed == uint64(len(lines)) {
 			return srv

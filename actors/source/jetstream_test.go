@@ -652,29 +652,7 @@ func BenchmarkJetStreamSource(b *testing.B) {
 	src := openJS(b, s.config(), 0, 1)
 	defer src.Close()
 	b.ResetTimer()
-	start := time.Now()
-	n := 0
-	for {
-		r, err := src.Next()
-		if errors.Is(err, ErrNotReady) {
-			time.Sleep(50 * time.Microsecond)
-			continue
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		src.Done(r.ID)
-		n++
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if n != b.N {
-		b.Fatalf("read %d messages, want %d", n, b.N)
-	}
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "records/s")
+	benchDrain(b, src, b.N)
 }
 
 // The backlog counts the consumer's messages still to come: all of them

@@ -539,14 +539,7 @@ func (j *wordcountJob) runIngest(ctx, abortCtx context.Context, c *pcluster.Clus
 			return fmt.Errorf("job.stats: %w", err)
 		}
 	}
-	switch {
-	case st.DeadLettered > 0:
-		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d records dead-lettered (first: %s)",
-			st.DeadLettered, st.Roots, j.dead.first())}
-	case st.Completed != st.Roots:
-		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d records finished", st.Completed, st.Roots)}
-	}
-	return nil
+	return j.outcome(st, "records")
 }
 
 // writeAtomic writes path through a temporary file renamed over it, so

@@ -235,12 +235,18 @@ func (j *wordcountJob) run(ctx context.Context, c *pcluster.Cluster) error {
 			return fmt.Errorf("--stats: %w", err)
 		}
 	}
+	return j.outcome(st, "lines")
+}
+
+// outcome is the exit of a run: an error unless every root (of what:
+// lines, records) finished without a dead letter.
+func (j *wordcountJob) outcome(st *actors.RunStats, what string) error {
 	switch {
 	case st.DeadLettered > 0:
-		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d lines dead-lettered (first: %s)",
-			st.DeadLettered, st.Roots, j.dead.first())}
+		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d %s dead-lettered (first: %s)",
+			st.DeadLettered, st.Roots, what, j.dead.first())}
 	case st.Completed != st.Roots:
-		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d lines finished", st.Completed, st.Roots)}
+		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d %s finished", st.Completed, st.Roots, what)}
 	}
 	return nil
 }
