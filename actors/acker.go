@@ -237,7 +237,7 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 		}
 	}
 	var out map[int]*messages.Handover
-	trusted := m.Version > a.dir.version
+	trusted := a.routedBy(m.Version)
 	for i, id := range m.SpringIds {
 		r := ledger.Record{SpringID: id, CheckValue: m.CheckValues[i], Task: m.Tasks[i], Init: m.Flags[i]&1 != 0, Failed: m.Flags[i]&2 != 0}
 		if !trusted && a.dir.ackerOf(id) != a.num {
@@ -288,7 +288,7 @@ func (a *ackerTask) track(m *messages.Track) {
 	f := fwd[*messages.Track]{make: func() *messages.Track {
 		return &messages.Track{Task: m.Task, Version: a.dir.version, Notify: m.Notify}
 	}}
-	trusted := m.Version > a.dir.version
+	trusted := a.routedBy(m.Version)
 	for i, id := range m.SpringIds {
 		if o := a.dir.ackerOf(id); !trusted && o != a.num {
 			t := f.to(o)
@@ -301,7 +301,14 @@ func (a *ackerTask) track(m *messages.Track) {
 	for o, t := range f.by {
 		a.toAcker(o, t)
 	}
+	a.env.recycle.doneTrack(m)
 }
+
+// routedBy says whether a message whose sender routed it by acker set
+// version v is this acker's in every entry: v is the acker's set or a newer
+// one (its sender knows better). 0, from a client or an older set: each
+// entry is checked.
+func (a *ackerTask) routedBy(v uint64) bool { return v != 0 && v >= a.dir.version }
 
 // trackerOK says whether a Track's sender may open records: a spout task
 // of the topology, or a remote client that names its actor (remembered).
@@ -345,7 +352,7 @@ func (a *ackerTask) ack(m *messages.AckBatch) {
 		return
 	}
 	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.version} }}
-	trusted := m.Version > a.dir.version
+	trusted := a.routedBy(m.Version)
 	for i, id := range m.SpringIds {
 		if o := a.dir.ackerOf(id); !trusted && o != a.num {
 			b := f.to(o)
@@ -358,6 +365,7 @@ func (a *ackerTask) ack(m *messages.AckBatch) {
 	for o, b := range f.by {
 		a.toAcker(o, b)
 	}
+	a.env.recycle.doneAcks(m)
 }
 
 func (a *ackerTask) fail(m *messages.FailRoot) {
@@ -365,7 +373,7 @@ func (a *ackerTask) fail(m *messages.FailRoot) {
 		return
 	}
 	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot { return &messages.FailRoot{Version: a.dir.version} }}
-	trusted := m.Version > a.dir.version
+	trusted := a.routedBy(m.Version)
 	for _, id := range m.SpringIds {
 		if o := a.dir.ackerOf(id); !trusted && o != a.num {
 			b := f.to(o)
@@ -409,14 +417,18 @@ func (a *ackerTask) drop(what string) {
 
 // flush tells the spout tasks what the last message settled.
 func (a *ackerTask) flush() {
-	a.completed.drain(func(task uint32, ids []uint64) {
-		a.toSpout(task, &messages.Completed{SpringIds: ids})
+	a.completed.drain(func(task uint32, ids []uint64) []uint64 {
+		m, spare := a.env.recycle.completedOf(ids)
+		a.toSpout(task, m)
+		return spare
 	})
-	a.failed.drain(func(task uint32, ids []uint64) {
+	a.failed.drain(func(task uint32, ids []uint64) []uint64 {
 		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_EXPLICIT})
+		return nil
 	})
-	a.expired.drain(func(task uint32, ids []uint64) {
+	a.expired.drain(func(task uint32, ids []uint64) []uint64 {
 		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_TIMEOUT})
+		return nil
 	})
 }
 
@@ -447,12 +459,12 @@ func (o *outbox) add(task uint32, id uint64) {
 	o.clients[task] = append(o.clients[task], id)
 }
 
-// drain hands each task's ids to send, which keeps them.
-func (o *outbox) drain(send func(task uint32, ids []uint64)) {
+// drain hands each task's ids to send, which keeps them and may return an
+// empty array for the task's next ids.
+func (o *outbox) drain(send func(task uint32, ids []uint64) (spare []uint64)) {
 	for _, t := range o.dirty {
 		if int(t) < len(o.ids) {
-			send(t, o.ids[t])
-			o.ids[t] = nil
+			o.ids[t] = send(t, o.ids[t])
 		} else {
 			send(t, o.clients[t])
 			delete(o.clients, t)

@@ -280,3 +280,30 @@ func TestLineage(t *testing.T) {
 		t.Fatalf("joined tuple time %d, want the later root's 9", j[0].Time())
 	}
 }
+
+// TestAckBatchVersion: an ack batch carries the acker set version its
+// entries were routed by, or 0 once they were routed by two sets (the
+// acker then checks each entry); a recycled batch starts empty.
+func TestAckBatchVersion(t *testing.T) {
+	w := newWiring(t, 1)
+	spout, p := w.collector(0), w.collector(1)
+	for id := uint64(1); id <= 3; id++ {
+		spout.emitRoot(id, id, 0, "w")
+	}
+	spout.flush()
+	in := w.received(t, 1)
+	p.Ack(in[0])
+	p.flush()
+	if len(w.acks) != 1 || w.acks[0].Version != 1 || len(w.acks[0].SpringIds) != 1 {
+		t.Fatalf("first batch %+v, want one entry routed by version 1", w.acks)
+	}
+	w.env.recycle.doneAcks(w.acks[0])
+	w.acks = nil
+	p.Ack(in[1])
+	w.env.dir.Store(newDirectory(2, 1, 0)) // the set changes mid-batch
+	p.Ack(in[2])
+	p.flush()
+	if len(w.acks) != 1 || w.acks[0].Version != 0 || len(w.acks[0].SpringIds) != 2 || w.acks[0].SpringIds[0] != 2 {
+		t.Fatalf("batch across two sets %+v, want entries 2 and 3 with version 0", w.acks)
+	}
+}

@@ -154,6 +154,7 @@ type env struct {
 	log      logrus.FieldLogger
 	reporter atomic.Pointer[actor.PID] // the local Run's, for progress between drains
 	stages   *stages                   // the queueing model's meters
+	recycle  recycler                  // consumed tracking messages, for reuse
 
 	dir       atomic.Pointer[directory] // the acker set; SetAckers replaces it
 	epoch     atomic.Uint64             // topology changes seen by this member

@@ -105,6 +105,7 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 			return
 		}
 		s.completed(m)
+		s.env.recycle.doneCompleted(m)
 	case *messages.Failed:
 		if s.hold(m) {
 			return
@@ -390,14 +391,18 @@ func (s *spoutTask) emit(p pendingRoot, payload string) {
 	p.deadline = s.deadline
 	s.pending.put(springID, p)
 	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(s.pending.len()))
-	a := s.env.dir.Load().ackerOf(springID)
+	dir := s.env.dir.Load()
+	a := dir.ackerOf(springID)
 	if a >= len(s.tracks) { // SetAckers added ackers
 		s.tracks = append(s.tracks, make([]*messages.Track, a+1-len(s.tracks))...)
 	}
 	t := s.tracks[a]
 	if t == nil {
-		t = &messages.Track{Task: s.task}
+		t = s.env.recycle.track(s.task, dir.version)
 		s.tracks[a] = t
+	}
+	if t.Version != dir.version { // routed by two acker sets: the acker checks each entry
+		t.Version = 0
 	}
 	t.SpringIds = append(t.SpringIds, springID)
 	t.InitXors = append(t.InitXors, initXor)

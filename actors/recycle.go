@@ -1,0 +1,61 @@
+package actors
+
+import (
+	"sync"
+
+	"github.com/acktor/acktor/messages"
+)
+
+// recycler hands the tracking messages a task has consumed (Track,
+// AckBatch, Completed) to the next task that builds one, arrays and all.
+// They are the runtime's own: user code never sees them and their
+// receivers keep nothing of them, so once read they are free. Reusing them
+// spares the allocation and zeroing of their arrays, a few words per root
+// per hop, and the collections that churn would bring on: with its roots in
+// flight bounded, a tracked topology's live heap is small, so the collector
+// runs often. A sender never recycles what it sent, since a message to
+// another member is serialised after Send returns; its receiver there
+// recycles its own copy.
+type recycler struct {
+	tracks    sync.Pool // *messages.Track
+	acks      sync.Pool // *messages.AckBatch
+	completed sync.Pool // *messages.Completed
+}
+
+// track returns an empty Track from task, routed by acker set version.
+func (r *recycler) track(task uint32, version uint64) *messages.Track {
+	t, ok := r.tracks.Get().(*messages.Track)
+	if !ok {
+		return &messages.Track{Task: task, Version: version}
+	}
+	*t = messages.Track{Task: task, Version: version, SpringIds: t.SpringIds[:0], InitXors: t.InitXors[:0]}
+	return t
+}
+
+// ackBatch returns an empty AckBatch routed by acker set version, with room
+// for n entries if it is a new one.
+func (r *recycler) ackBatch(n int, version uint64) *messages.AckBatch {
+	b, ok := r.acks.Get().(*messages.AckBatch)
+	if !ok {
+		return &messages.AckBatch{SpringIds: make([]uint64, 0, n), XorDeltas: make([]uint64, 0, n), Version: version}
+	}
+	*b = messages.AckBatch{SpringIds: b.SpringIds[:0], XorDeltas: b.XorDeltas[:0], Version: version}
+	return b
+}
+
+// completedOf wraps ids in a Completed and returns an empty array to
+// gather the next ids in (nil when none was recycled).
+func (r *recycler) completedOf(ids []uint64) (*messages.Completed, []uint64) {
+	m, ok := r.completed.Get().(*messages.Completed)
+	if !ok {
+		return &messages.Completed{SpringIds: ids}, nil
+	}
+	spare := m.SpringIds[:0]
+	*m = messages.Completed{SpringIds: ids}
+	return m, spare
+}
+
+// The receivers' side: m has been read and nothing points into it.
+func (r *recycler) doneTrack(m *messages.Track)         { r.tracks.Put(m) }
+func (r *recycler) doneAcks(m *messages.AckBatch)       { r.acks.Put(m) }
+func (r *recycler) doneCompleted(m *messages.Completed) { r.completed.Put(m) }
