@@ -250,19 +250,7 @@ func (c *Collector) batch(target uint32) *messages.TupleBatch {
 	if b == nil {
 		// Size the arrays like recent batches to this target: a batch sent
 		// after a few tuples must not cost a full batch of memory.
-		n := c.capFor(c.sizes[target])
-		b = &messages.TupleBatch{
-			FromTask:     c.task,
-			AnchorCounts: make([]uint32, 0, n),
-			ValueCounts:  make([]uint32, 0, n),
-			Values:       make([]string, 0, n),
-			ContentIds:   make([]uint64, 0, n),
-			Times:        make([]int64, 0, n),
-		}
-		if c.env.tracking() {
-			b.SpringIds = make([]uint64, 0, n)
-			b.TupleIds = make([]uint64, 0, n)
-		}
+		b = c.env.recycle.tupleBatch(c.task, c.capFor(c.sizes[target]), c.env.tracking())
 		c.batches[target] = b
 		c.dirty = append(c.dirty, target)
 	}
@@ -429,9 +417,15 @@ func (c *Collector) flushFails() {
 	}
 }
 
-// decode turns a batch into tuples that point into it.
-func decode(b *messages.TupleBatch) ([]Tuple, error) {
-	ts := make([]Tuple, len(b.AnchorCounts))
+// decode turns a batch into tuples that point into it, in buf's array if
+// it has room.
+func decode(b *messages.TupleBatch, buf []Tuple) ([]Tuple, error) {
+	ts := buf[:0]
+	if n := len(b.AnchorCounts); cap(ts) >= n {
+		ts = ts[:n]
+	} else {
+		ts = make([]Tuple, n)
+	}
 	if len(b.ValueCounts) != len(ts) || len(b.SpringIds) != len(b.TupleIds) {
 		return nil, fmt.Errorf("tuple batch from task %d: %d tuples, %d value counts, %d springIds, %d tupleIds",
 			b.FromTask, len(ts), len(b.ValueCounts), len(b.SpringIds), len(b.TupleIds))
@@ -453,4 +447,14 @@ func decode(b *messages.TupleBatch) ([]Tuple, error) {
 		return nil, fmt.Errorf("tuple batch from task %d: %d anchors and %d values left over", b.FromTask, uint64(len(b.SpringIds))-a, uint64(len(b.Values))-v)
 	}
 	return ts, nil
+}
+
+// allDone says whether every tuple of ts was acked or failed.
+func allDone(ts []Tuple) bool {
+	for i := range ts {
+		if !ts[i].done {
+			return false
+		}
+	}
+	return true
 }

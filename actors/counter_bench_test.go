@@ -69,7 +69,7 @@ func BenchmarkCounterActor(b *testing.B) {
 	w := &wiring{env: rt.env, tuples: map[uint32][]*messages.TupleBatch{}}
 	col := w.collector(1)
 	for _, m := range batches {
-		ts, err := decode(m)
+		ts, err := decode(m, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -119,7 +119,7 @@ func BenchmarkCounterQuery(b *testing.B) {
 		shards[i] = &messages.TupleBatch{}
 	}
 	for _, m := range batches {
-		ts, _ := decode(m)
+		ts, _ := decode(m, nil)
 		for i := range ts {
 			bare.Process(&ts[i], col)
 			v := ts[i].Values()[0]

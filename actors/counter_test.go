@@ -35,7 +35,7 @@ func feed(t *testing.T, k *Counter, ups []update) []string {
 		b.ContentIds = append(b.ContentIds, u.cid)
 		b.Times = append(b.Times, u.t)
 	}
-	ts, err := decode(b)
+	ts, err := decode(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,12 @@ type processorTask struct {
 	lastReport time.Time
 	fwd        *forwarder    // set once the task moved to another member
 	reporter   *messages.Pid // the run's, as drains name it
+
+	// reuse is set when user keeps no tuple past Process (a Reuser, or the
+	// runtime's own Counter): its batches, once every tuple is done, and
+	// its tuples' array (ts) are then reused.
+	reuse bool
+	ts    []Tuple
 }
 
 func (p *processorTask) Receive(ctx actor.Context) {
@@ -97,13 +103,17 @@ func (p *processorTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 		return
 	}
 	p.user = user
+	switch user.(type) {
+	case *Counter, Reuser:
+		p.reuse = true
+	}
 }
 
 func (p *processorTask) batch(m *messages.TupleBatch) {
 	if p.col == nil {
 		return
 	}
-	ts, err := decode(m)
+	ts, err := decode(m, p.ts)
 	if err != nil {
 		p.env.log.WithError(err).Errorf("processor %s/%d: dropped a malformed batch; its roots will time out", p.info.Component, p.info.Index)
 		return
@@ -112,6 +122,12 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 		p.process(&ts[i])
 	}
 	p.st.Processed += uint64(len(ts))
+	if p.reuse && allDone(ts) {
+		p.ts = ts[:0]
+		p.env.recycle.doneTuples(m)
+	} else {
+		p.ts = nil
+	}
 	p.col.flushTuples()
 	p.col.flushFails() // replays start sooner
 	p.holdAcks()

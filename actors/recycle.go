@@ -6,20 +6,46 @@ import (
 	"github.com/acktor/acktor/messages"
 )
 
-// recycler hands the tracking messages a task has consumed (Track,
-// AckBatch, Completed) to the next task that builds one, arrays and all.
-// They are the runtime's own: user code never sees them and their
-// receivers keep nothing of them, so once read they are free. Reusing them
-// spares the allocation and zeroing of their arrays, a few words per root
-// per hop, and the collections that churn would bring on: with its roots in
-// flight bounded, a tracked topology's live heap is small, so the collector
-// runs often. A sender never recycles what it sent, since a message to
-// another member is serialised after Send returns; its receiver there
-// recycles its own copy.
+// recycler hands the messages a task has consumed to the next task that
+// builds one, arrays and all: the tracking messages (Track, AckBatch,
+// Completed), which user code never sees and their receivers keep nothing
+// of, and the tuple batches of the runtime's own counters once every tuple
+// is done (a Counter keeps no tuple past Process). Reusing them spares the
+// allocation and zeroing of their arrays, a few words per tuple per hop,
+// and the collections that churn would bring on: with its roots in flight
+// bounded, a tracked topology's live heap is small, so the collector runs
+// often. A sender never recycles what it sent, since a message to another
+// member is serialised after Send returns; its receiver there recycles its
+// own copy.
 type recycler struct {
 	tracks    sync.Pool // *messages.Track
 	acks      sync.Pool // *messages.AckBatch
 	completed sync.Pool // *messages.Completed
+	tuples    sync.Pool // *messages.TupleBatch
+}
+
+// tupleBatch returns an empty batch from task, with room for n tuples if it
+// is a new one, and anchor arrays if tracked.
+func (r *recycler) tupleBatch(task uint32, n int, tracked bool) *messages.TupleBatch {
+	if b, ok := r.tuples.Get().(*messages.TupleBatch); ok {
+		*b = messages.TupleBatch{FromTask: task, AnchorCounts: b.AnchorCounts[:0], ValueCounts: b.ValueCounts[:0],
+			Values: b.Values[:0], ContentIds: b.ContentIds[:0], Times: b.Times[:0],
+			SpringIds: b.SpringIds[:0], TupleIds: b.TupleIds[:0]}
+		return b
+	}
+	b := &messages.TupleBatch{
+		FromTask:     task,
+		AnchorCounts: make([]uint32, 0, n),
+		ValueCounts:  make([]uint32, 0, n),
+		Values:       make([]string, 0, n),
+		ContentIds:   make([]uint64, 0, n),
+		Times:        make([]int64, 0, n),
+	}
+	if tracked {
+		b.SpringIds = make([]uint64, 0, n)
+		b.TupleIds = make([]uint64, 0, n)
+	}
+	return b
 }
 
 // track returns an empty Track from task, routed by acker set version.
@@ -59,3 +85,10 @@ func (r *recycler) completedOf(ids []uint64) (*messages.Completed, []uint64) {
 func (r *recycler) doneTrack(m *messages.Track)         { r.tracks.Put(m) }
 func (r *recycler) doneAcks(m *messages.AckBatch)       { r.acks.Put(m) }
 func (r *recycler) doneCompleted(m *messages.Completed) { r.completed.Put(m) }
+
+// doneTuples takes a batch whose tuples are all done; its values are let go
+// at once, not when the array is next filled.
+func (r *recycler) doneTuples(m *messages.TupleBatch) {
+	clear(m.Values)
+	r.tuples.Put(m)
+}

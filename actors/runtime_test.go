@@ -566,3 +566,43 @@ func TestStagesShowTheSource(t *testing.T) {
 		t.Fatalf("a source stage after the run: %+v", st[0])
 	}
 }
+
+// TestHeldTuplesKeepTheirValues: a processor that is no Reuser acks each
+// tuple at once but keeps it, and reads it again in its next call; the
+// counter downstream has its batches reused all the while, so a batch of
+// the holder's reused too would show another root's values.
+func TestHeldTuplesKeepTheirValues(t *testing.T) {
+	lines := numbered(3000, nil)
+	var b Builder
+	var mu sync.Mutex
+	b.Spout("lines", 1, func(task, tasks int) (source.Source, error) {
+		return &memSource{lines: lines, mu: &mu, done: map[uint64]int{}}, nil
+	})
+	var bad []string
+	b.Processor("hold", 1, func(TaskInfo) (Processor, error) {
+		var held *Tuple
+		var value string
+		return procFunc(func(tu *Tuple, c *Collector) {
+			if held != nil && held.Values()[0] != value {
+				bad = append(bad, fmt.Sprintf("held %q reads %q", value, held.Values()[0]))
+			}
+			if err := c.Emit([]*Tuple{tu}, tu.Values()[0]); err != nil {
+				t.Error(err)
+			}
+			c.Ack(tu)
+			held, value = tu, tu.Values()[0]
+		}), nil
+	}).Shuffle("lines")
+	b.Counter("count", 1, CounterOptions{Value: -1}, nil).Fields("hold", 0)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := runTopology(t, topo, testConfig(1))
+	if len(bad) > 0 {
+		t.Fatalf("%d held tuples changed, first: %s", len(bad), bad[0])
+	}
+	if st.Completed != 3000 || st.Counters["count"].Applied < 3000 {
+		t.Fatalf("stats %+v, counter %+v", st.Progress, st.Counters["count"])
+	}
+}

@@ -131,6 +131,9 @@ func (s *Split) Process(t *actors.Tuple, c *actors.Collector) {
 	c.Ack(t)
 }
 
+// ReusesTuples implements actors.Reuser: Split keeps no tuple.
+func (s *Split) ReusesTuples() {}
+
 // Count is the count step: a windowed counter task (one tuple, one count
 // of its word) behind the chaos of fail and drop rates.
 type Count struct {
@@ -145,3 +148,6 @@ func (k *Count) Process(t *actors.Tuple, c *actors.Collector) {
 	}
 	k.Counter.Process(t, c)
 }
+
+// ReusesTuples implements actors.Reuser: Count keeps no tuple.
+func (k *Count) ReusesTuples() {}
