@@ -80,6 +80,9 @@ func (Parse) Process(t *actors.Tuple, c *actors.Collector) {
 	c.Ack(t)
 }
 
+// ReusesTuples implements actors.Reuser: Parse keeps no tuple.
+func (Parse) ReusesTuples() {}
+
 // OrdersConfig describes a stream of orders.
 type OrdersConfig struct {
 	// Orders is the number of orders over all spout tasks; 0 is endless.
