@@ -25,6 +25,10 @@ const maxClients = 1 << 16
 // rotate is the acker's timer message.
 type rotate struct{}
 
+// flushOut is the message an acker sends itself to tell the spouts what the
+// messages queued before it settled, in one message per spout task.
+type flushOut struct{}
+
 // ackerTask holds a ledger and translates messages into calls on it. What
 // the calls report is batched per spout task and sent after each message.
 type ackerTask struct {
@@ -46,6 +50,8 @@ type ackerTask struct {
 	moved     []ledger.Record
 	clients   map[uint32]*actor.PID // remote clients by task id
 	fwd       *forwarder            // set once the acker moved to another member
+	self      *actor.PID
+	flushing  bool // a flushOut is queued
 }
 
 func (a *ackerTask) Receive(ctx actor.Context) {
@@ -86,6 +92,10 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 		if a.l != nil {
 			a.l.Rotate(a.onExpire)
 		}
+	case *flushOut:
+		a.flushing = false
+		a.flush()
+		return
 	case *messages.AckerStatsRequest:
 		ctx.Respond(a.stats())
 		return
@@ -97,7 +107,19 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 	default:
 		return
 	}
-	a.flush()
+	a.flushLater()
+}
+
+// flushLater queues a flushOut behind the messages already waiting, so that
+// what they settle goes out together: under load a spout task hears once
+// per burst of acks, not once per ack batch, with no timer and no delay
+// when the acker is idle.
+func (a *ackerTask) flushLater() {
+	if a.flushing || a.completed.empty() && a.failed.empty() && a.expired.empty() {
+		return
+	}
+	a.flushing = true
+	a.root.Send(a.self, &flushOut{})
 }
 
 func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
@@ -114,6 +136,7 @@ func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 		MaxInFlight: maxInFlight(expect)})
 	a.res = newResolver(ctx, a.env, m.Cluster)
 	a.root = ctx.ActorSystem().Root
+	a.self = ctx.Self()
 	tasks := e.topo.Tasks()
 	a.completed, a.failed, a.expired = newOutbox(tasks), newOutbox(tasks), newOutbox(tasks)
 	a.onExpire = func(id uint64, task uint32) { a.expired.add(task, id) }
@@ -441,6 +464,8 @@ type outbox struct {
 }
 
 func newOutbox(tasks int) outbox { return outbox{ids: make([][]uint64, tasks)} }
+
+func (o *outbox) empty() bool { return len(o.dirty) == 0 }
 
 func (o *outbox) add(task uint32, id uint64) {
 	if int(task) < len(o.ids) {

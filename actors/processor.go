@@ -188,14 +188,15 @@ func (p *processorTask) query(q *messages.CounterQuery) *messages.CounterResult 
 // holdAcks lets deltas gather over several input batches, up to AckDelay:
 // fewer, fuller AckBatches for the ackers (a full one goes at once).
 func (p *processorTask) holdAcks() {
-	if p.env.cfg.AckDelay <= 0 {
-		p.col.flushAcks()
+	if p.ackTimer || !p.col.acksPending() {
 		return
 	}
-	if !p.ackTimer && p.col.acksPending() {
-		p.ackTimer = true
-		scheduler.NewTimerScheduler(p.root).SendOnce(p.env.cfg.AckDelay, p.self, &flushAcks{})
+	p.ackTimer = true
+	if p.env.cfg.AckDelay <= 0 { // behind the batches already queued
+		p.root.Send(p.self, &flushAcks{})
+		return
 	}
+	scheduler.NewTimerScheduler(p.root).SendOnce(p.env.cfg.AckDelay, p.self, &flushAcks{})
 }
 
 func (p *processorTask) report(to *actor.PID) {

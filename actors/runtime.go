@@ -54,10 +54,11 @@ type Config struct {
 	// roots a spout pulls at a time.
 	BatchSize int
 	// AckDelay is how long a processor may hold ack deltas to fold more of
-	// them into fewer messages; 0 sends them after every input batch. A
-	// batch that reaches BatchSize goes at once. At high rates input batches
-	// are full and 0 is best (holding acks holds roots in flight); a few ms
-	// pays off when input arrives a few tuples at a time.
+	// them into fewer messages; 0 sends them once the input batches already
+	// queued at the task are handled (at once when it is idle). A batch that
+	// reaches BatchSize goes at once. At high rates 0 is best (holding acks
+	// holds roots in flight); a few ms pays off when input arrives a few
+	// tuples at a time.
 	AckDelay time.Duration
 	// MailboxSize bounds each processor's mailbox when tracking is off, where
 	// no max pending holds the spouts back: a full mailbox blocks its sender.

@@ -533,7 +533,7 @@ func (b *backlogSource) Backlog() int64 { return int64(len(b.lines) - b.next) }
 // start with the source's queue; without one they do not.
 func TestStagesShowTheSource(t *testing.T) {
 	var mu sync.Mutex
-	lines := numbered(20_000, nil)
+	lines := numbered(200_000, nil) // ~0.2 s: progress (every 20 ms) sees it
 	var b Builder
 	b.Spout("lines", 1, func(int, int) (source.Source, error) {
 		return &backlogSource{memSource{lines: lines, mu: &mu, done: map[uint64]int{}}}, nil
