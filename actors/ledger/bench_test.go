@@ -142,3 +142,31 @@ func BenchmarkLedgerRotate(b *testing.B) {
 	}
 	b.ReportMetric(float64(spent.Microseconds())/1000/float64(b.N), "rotate-ms")
 }
+
+// BenchmarkLedgerLoad is a root's whole life (init, three acks, done) with
+// 1024 roots in flight in a table sized for 1.1× and for 2.2× that: 80 %
+// and 40 % full. The acker sizes its ledger for twice its share (roomy).
+func BenchmarkLedgerLoad(b *testing.B) {
+	const inflight = 1024
+	for _, sized := range []int{1126, 2252} {
+		b.Run(fmt.Sprintf("inflight=%d/sized-for=%d", inflight, sized), func(b *testing.B) {
+			l := New(Config{Generations: 3, ExpectedInFlight: sized})
+			id := func(i int) uint64 { return uint64(i+inflight)<<8 | 3 }
+			for i := -inflight; i < 0; i++ {
+				l.Init(id(i), 1, 0xff)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				l.Init(id(i), 1, 0xff)
+				old := id(i - inflight)
+				l.Ack(old, 0x0f)
+				l.Ack(old, 0x30)
+				if o := l.Ack(old, 0xc0); o.Status != Completed {
+					b.Fatalf("root %d: %v", i-inflight, o.Status)
+				}
+			}
+			b.ReportMetric(float64(l.Len())/float64(len(l.slots)), "load")
+		})
+	}
+}
