@@ -102,7 +102,7 @@ type Collector struct {
 	outs []output
 	send func(target uint32, m *messages.TupleBatch)
 
-	rng      *rand.Rand
+	rng      *rand.PCG // edge ids; the concrete source, called without an interface
 	rr       []int                  // shuffle position per output
 	batches  []*messages.TupleBatch // per target task, nil when empty
 	sizes    []int                  // per target task, the size of the last batch sent
@@ -123,7 +123,7 @@ func newCollector(e *env, task uint32, send func(uint32, *messages.TupleBatch),
 	c := e.topo.tasks[task]
 	return &Collector{
 		env: e, task: task, outs: c.outputs, send: send, ackOut: ackOut, failOut: failOut,
-		rng:     rand.New(rand.NewPCG(e.cfg.Seed, uint64(task)+1)),
+		rng:     rand.NewPCG(e.cfg.Seed, uint64(task)+1),
 		rr:      make([]int, len(c.outputs)),
 		batches: make([]*messages.TupleBatch, e.topo.Tasks()),
 		sizes:   make([]int, e.topo.Tasks()),
