@@ -102,7 +102,7 @@ type Collector struct {
 	outs []output
 	send func(target uint32, m *messages.TupleBatch)
 
-	rng      *rand.PCG // edge ids; the concrete source, called without an interface
+	rng      *rand.PCG              // edge ids; the concrete source, called without an interface
 	rr       []int                  // shuffle position per output
 	batches  []*messages.TupleBatch // per target task, nil when empty
 	sizes    []int                  // per target task, the size of the last batch sent
