@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -149,11 +150,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.ackerForwarded, a.Forwarded, a.ID)
 	}
 	failed := 0
-	for _, name := range s.rt.Topology().Counters() {
-		ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
-		r, err := s.rt.Query(ctx, s.c, name, &messages.CounterQuery{})
-		cancel()
-		if err != nil {
+	names, results := s.rt.Topology().Counters(), c.queryCounters()
+	for i, name := range names {
+		r := results[i]
+		if r == nil {
 			failed++
 			continue
 		}
@@ -181,6 +181,28 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	_, subs := s.hub.stats()
 	gauge(c.subscribers, float64(subs))
 	counter(c.droppedSubscribers, s.hub.droppedTotal())
+}
+
+// queryCounters asks every counter component at once, under one deadline,
+// so that a scrape waits for the slowest, not for their sum; nil stands for
+// a component that did not answer.
+func (c *collector) queryCounters() []*actors.CounterResult {
+	names := c.s.rt.Topology().Counters()
+	out := make([]*actors.CounterResult, len(names))
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r, err := c.s.rt.Query(ctx, c.s.c, name, &messages.CounterQuery{}); err == nil {
+				out[i] = r
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 func b2f(b bool) float64 {
