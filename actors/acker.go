@@ -30,7 +30,8 @@ type rotate struct{}
 type flushOut struct{}
 
 // ackerTask holds a ledger and translates messages into calls on it. What
-// the calls report is batched per spout task and sent after each message.
+// the calls report is batched per spout task and sent once the messages
+// queued are handled (flushLater).
 type ackerTask struct {
 	env    *env
 	id     string
@@ -103,6 +104,7 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
+		a.flush() // a queued flushOut would not be handled now
 		return
 	default:
 		return
@@ -325,7 +327,7 @@ func (a *ackerTask) track(m *messages.Track) {
 	}}
 	trusted := a.routedBy(m.Version)
 	for i, id := range m.SpringIds {
-		if o := a.dir.ackerOf(id); !trusted && o != a.num {
+		if o := a.owner(id, trusted); o != a.num {
 			t := f.to(o)
 			t.SpringIds, t.InitXors = append(t.SpringIds, id), append(t.InitXors, m.InitXors[i])
 			a.forwarded++
@@ -337,6 +339,15 @@ func (a *ackerTask) track(m *messages.Track) {
 		a.toAcker(o, t)
 	}
 	a.env.recycle.doneTrack(m)
+}
+
+// owner is the acker that owns id: this one when the message is trusted
+// (routedBy), without a look at the ring.
+func (a *ackerTask) owner(id uint64, trusted bool) int {
+	if trusted {
+		return a.num
+	}
+	return a.dir.ackerOf(id)
 }
 
 // routedBy says whether a message whose sender routed it by acker set
@@ -389,7 +400,7 @@ func (a *ackerTask) ack(m *messages.AckBatch) {
 	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.version} }}
 	trusted := a.routedBy(m.Version)
 	for i, id := range m.SpringIds {
-		if o := a.dir.ackerOf(id); !trusted && o != a.num {
+		if o := a.owner(id, trusted); o != a.num {
 			b := f.to(o)
 			b.SpringIds, b.XorDeltas = append(b.SpringIds, id), append(b.XorDeltas, m.XorDeltas[i])
 			a.forwarded++
@@ -410,7 +421,7 @@ func (a *ackerTask) fail(m *messages.FailRoot) {
 	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot { return &messages.FailRoot{Version: a.dir.version} }}
 	trusted := a.routedBy(m.Version)
 	for _, id := range m.SpringIds {
-		if o := a.dir.ackerOf(id); !trusted && o != a.num {
+		if o := a.owner(id, trusted); o != a.num {
 			b := f.to(o)
 			b.SpringIds = append(b.SpringIds, id)
 			a.forwarded++
