@@ -9,14 +9,14 @@ import (
 )
 
 // TestNodeLeave sends SIGTERM to one of two workers while a word count of
-// 2 500 000 lines runs over three `acktor node` processes: the leaving
+// 6 000 000 lines runs over three `acktor node` processes: the leaving
 // member moves its spout tasks, processor tasks and ackers to the others
 // before it goes, so no line fails or replays and the counts are exact.
 func TestNodeLeave(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	const lines = 2_500_000
+	const lines = 6_000_000 // a run of several seconds: the move must happen while it lasts
 	dir := t.TempDir()
 	input, truth := writeInput(t, dir, lines)
 	paths, _ := writeNodeConfigsN(t, 3, dir, input, "30s", "", "")

@@ -464,7 +464,7 @@ func TestNodeJoin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}
-	const lines = 2_500_000
+	const lines = 6_000_000 // a run of several seconds: the move must happen while it lasts
 	dir := t.TempDir()
 	input, truth := writeInput(t, dir, lines)
 	paths, _ := writeNodeConfigsN(t, 4, dir, input, "30s", "", "")
