@@ -104,7 +104,8 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
-		a.flush() // a queued flushOut would not be handled now
+		// A queued flushOut dies with the actor: a move flushed first, and
+		// after a plain stop (shutdown) those roots replay at their deadline.
 		return
 	default:
 		return
@@ -191,16 +192,11 @@ func (a *ackerTask) expect(d *directory) int {
 }
 
 // roomy is what an acker sizes its ledger for: twice its share of the
-// roots in flight while that is small, since a Robin Hood table near its
-// 7/8 bound probes far (a root's init, three acks and completion take
-// ~3× longer at 80 % load than at 40 %: BenchmarkLedgerLoad); past 64 Ki
-// records, the share, and the ledger's ~23 bytes a record.
-func roomy(expect int) int {
-	if expect <= 1<<16 {
-		return 2 * expect
-	}
-	return expect
-}
+// roots in flight, up to 128 Ki records (2.5 MB), since a Robin Hood table
+// near its 7/8 bound probes far (a root's init, three acks and completion
+// take ~3× longer at 80 % load than at 40 %: BenchmarkLedgerLoad); a larger
+// share gets its own size, and the ledger's ~23 bytes a record.
+func roomy(expect int) int { return max(expect, min(2*expect, 1<<17)) }
 
 // maxInFlight leaves room for orphans (late acks) beyond what the spouts
 // may keep in flight; past it, inits are rejected and their roots replay at
@@ -350,11 +346,11 @@ func (a *ackerTask) owner(id uint64, trusted bool) int {
 	return a.dir.ackerOf(id)
 }
 
-// routedBy says whether a message whose sender routed it by acker set
-// version v is this acker's in every entry: v is the acker's set or a newer
-// one (its sender knows better). 0, from a client or an older set: each
-// entry is checked.
-func (a *ackerTask) routedBy(v uint64) bool { return v != 0 && v >= a.dir.version }
+// routedBy says whether a message an acker passed on under acker set
+// version v is this acker's in every entry: v is newer than the acker's set
+// (its sender knows better). Tasks send 0: each entry is checked against
+// this acker's ring, which also corrects a sender whose set differs.
+func (a *ackerTask) routedBy(v uint64) bool { return v > a.dir.version }
 
 // trackerOK says whether a Track's sender may open records: a spout task
 // of the topology, or a remote client that names its actor (remembered).

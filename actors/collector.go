@@ -296,23 +296,19 @@ func (c *Collector) fold(r, d uint64) {
 		c.lastAck.XorDeltas[len(c.lastAck.XorDeltas)-1] ^= d
 		return
 	}
-	dir := c.env.dir.Load()
-	a := dir.ackerOf(r)
+	a := c.env.dir.Load().ackerOf(r)
 	if a >= len(c.acks) { // SetAckers added ackers
 		c.acks = append(c.acks, make([]*messages.AckBatch, a+1-len(c.acks))...)
 		c.ackSize = append(c.ackSize, make([]int, a+1-len(c.ackSize))...)
 	}
 	b := c.acks[a]
 	if b == nil {
-		b = c.env.recycle.ackBatch(c.capFor(c.ackSize[a]), dir.version)
+		b = c.env.recycle.ackBatch(c.capFor(c.ackSize[a]))
 		c.acks[a] = b
 	}
 	if n := len(b.SpringIds); n > 0 && b.SpringIds[n-1] == r {
 		b.XorDeltas[n-1] ^= d
 		return
-	}
-	if b.Version != dir.version { // routed by two acker sets: the acker checks each entry
-		b.Version = 0
 	}
 	b.SpringIds = append(b.SpringIds, r)
 	b.XorDeltas = append(b.XorDeltas, d)

@@ -44,6 +44,11 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 		return true
 	case actor.SystemMessage, actor.AutoReceiveMessage, *cluster.ClusterInit, *Moved:
 		return false
+	case *pull, *spoutTick, *rotate, *flushOut, *flushAcks:
+		// The old activation's messages to itself: the new one keeps its
+		// own timers, move flushed what a flush would send, and these
+		// cannot cross to another member.
+		return true
 	}
 	ctx.Forward(f.to)
 	return true

@@ -64,10 +64,6 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		if p.col != nil {
 			p.col.flushAcks()
 		}
-	case *actor.Stopping:
-		if p.col != nil { // a queued flushAcks would not be handled now
-			p.col.flush()
-		}
 	}
 }
 

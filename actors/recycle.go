@@ -48,24 +48,24 @@ func (r *recycler) tupleBatch(task uint32, n int, tracked bool) *messages.TupleB
 	return b
 }
 
-// track returns an empty Track from task, routed by acker set version.
-func (r *recycler) track(task uint32, version uint64) *messages.Track {
+// track returns an empty Track from task.
+func (r *recycler) track(task uint32) *messages.Track {
 	t, ok := r.tracks.Get().(*messages.Track)
 	if !ok {
-		return &messages.Track{Task: task, Version: version}
+		return &messages.Track{Task: task}
 	}
-	*t = messages.Track{Task: task, Version: version, SpringIds: t.SpringIds[:0], InitXors: t.InitXors[:0]}
+	*t = messages.Track{Task: task, SpringIds: t.SpringIds[:0], InitXors: t.InitXors[:0]}
 	return t
 }
 
-// ackBatch returns an empty AckBatch routed by acker set version, with room
-// for n entries if it is a new one.
-func (r *recycler) ackBatch(n int, version uint64) *messages.AckBatch {
+// ackBatch returns an empty AckBatch, with room for n entries if it is a
+// new one.
+func (r *recycler) ackBatch(n int) *messages.AckBatch {
 	b, ok := r.acks.Get().(*messages.AckBatch)
 	if !ok {
-		return &messages.AckBatch{SpringIds: make([]uint64, 0, n), XorDeltas: make([]uint64, 0, n), Version: version}
+		return &messages.AckBatch{SpringIds: make([]uint64, 0, n), XorDeltas: make([]uint64, 0, n)}
 	}
-	*b = messages.AckBatch{SpringIds: b.SpringIds[:0], XorDeltas: b.XorDeltas[:0], Version: version}
+	*b = messages.AckBatch{SpringIds: b.SpringIds[:0], XorDeltas: b.XorDeltas[:0]}
 	return b
 }
 

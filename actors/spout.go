@@ -391,18 +391,14 @@ func (s *spoutTask) emit(p pendingRoot, payload string) {
 	p.deadline = s.deadline
 	s.pending.put(springID, p)
 	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(s.pending.len()))
-	dir := s.env.dir.Load()
-	a := dir.ackerOf(springID)
+	a := s.env.dir.Load().ackerOf(springID)
 	if a >= len(s.tracks) { // SetAckers added ackers
 		s.tracks = append(s.tracks, make([]*messages.Track, a+1-len(s.tracks))...)
 	}
 	t := s.tracks[a]
 	if t == nil {
-		t = s.env.recycle.track(s.task, dir.version)
+		t = s.env.recycle.track(s.task)
 		s.tracks[a] = t
-	}
-	if t.Version != dir.version { // routed by two acker sets: the acker checks each entry
-		t.Version = 0
 	}
 	t.SpringIds = append(t.SpringIds, springID)
 	t.InitXors = append(t.InitXors, initXor)

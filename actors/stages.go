@@ -56,7 +56,7 @@ func (m *stageMeter) MailboxStarted() {}
 func (m *stageMeter) MailboxEmpty()   {}
 
 func (m *stageMeter) MessagePosted(msg any) {
-	if _, sys := msg.(actor.SystemMessage); sys {
+	if uncounted(msg) {
 		return
 	}
 	if n := m.posted.Add(1); n%m.period == 0 {
@@ -68,9 +68,20 @@ func (m *stageMeter) MessagePosted(msg any) {
 }
 
 func (m *stageMeter) MessageReceived(msg any) {
-	if _, sys := msg.(actor.SystemMessage); !sys {
+	if !uncounted(msg) {
 		m.received.Add(1)
 	}
+}
+
+// uncounted says whether msg is no work for the stage: a system message,
+// or a task's queue-end flush to itself (one per burst of work, which
+// would count the burst twice).
+func uncounted(msg any) bool {
+	switch msg.(type) {
+	case actor.SystemMessage, *flushOut, *flushAcks:
+		return true
+	}
+	return false
 }
 
 // receive is the receiver middleware: it counts and samples the time of
@@ -86,7 +97,8 @@ func (m *stageMeter) receive(next actor.ReceiverFunc) actor.ReceiverFunc {
 			m.servers.Add(-1)
 			next(c, env)
 			return
-		case actor.SystemMessage:
+		}
+		if uncounted(env.Message) {
 			next(c, env)
 			return
 		}

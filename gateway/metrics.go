@@ -150,7 +150,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.ackerForwarded, a.Forwarded, a.ID)
 	}
 	failed := 0
-	names, results := s.rt.Topology().Counters(), c.queryCounters()
+	names := s.rt.Topology().Counters()
+	results := c.queryCounters(names)
 	for i, name := range names {
 		r := results[i]
 		if r == nil {
@@ -186,8 +187,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // queryCounters asks every counter component at once, under one deadline,
 // so that a scrape waits for the slowest, not for their sum; nil stands for
 // a component that did not answer.
-func (c *collector) queryCounters() []*actors.CounterResult {
-	names := c.s.rt.Topology().Counters()
+func (c *collector) queryCounters(names []string) []*actors.CounterResult {
 	out := make([]*actors.CounterResult, len(names))
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()

@@ -160,11 +160,9 @@ type AckBatch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SpringIds []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
 	XorDeltas []uint64               `protobuf:"fixed64,2,rep,packed,name=xor_deltas,json=xorDeltas,proto3" json:"xor_deltas,omitempty"` // parallel to spring_ids
-	// The acker set version by which the sender routed every entry (a task
-	// routing by its current set, or an acker passing entries on). A receiver
-	// on that set, or on an older one (it has not learnt the newer yet), takes
-	// them all as its own; 0 (a client, or a batch routed by two sets) or an
-	// older version: the receiver checks each entry.
+	// Set by an acker that passes entries on: the acker set version by which
+	// the receiver owns them all. A receiver that does not know that version
+	// yet takes them as its own. 0 (from tasks): the receiver checks.
 	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
