@@ -9,8 +9,8 @@ import (
 // recycler hands the messages a task has consumed to the next task that
 // builds one, arrays and all: the tracking messages (Track, AckBatch,
 // Completed), which user code never sees and their receivers keep nothing
-// of, and the tuple batches of the runtime's own counters once every tuple
-// is done (a Counter keeps no tuple past Process). Reusing them spares the
+// of, and the tuple batches of processors that keep no tuple past Process
+// (Reusers, and the runtime's own Counter) once every tuple is done. Reusing them spares the
 // allocation and zeroing of their arrays, a few words per tuple per hop,
 // and the collections that churn would bring on: with its roots in flight
 // bounded, a tracked topology's live heap is small, so the collector runs
