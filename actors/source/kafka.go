@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -344,12 +343,7 @@ func openKafka(cfg KafkaConfig, task int) (*kafkaSource, error) {
 }
 
 // kafkaDecodeUTF8 is the default Decode: the value, if it is valid UTF-8.
-func kafkaDecodeUTF8(rec *kgo.Record) (string, error) {
-	if !utf8.Valid(rec.Value) {
-		return "", errors.New("value is not valid UTF-8")
-	}
-	return string(rec.Value), nil
-}
+func kafkaDecodeUTF8(rec *kgo.Record) (string, error) { return decodeUTF8(rec.Value) }
 
 // checkTopics makes sure every topic exists and its partitions fit the
 // roots' IDs, and with StopAtEnd reads the partitions' start and end
