@@ -303,7 +303,10 @@ func TestRecycledAckBatch(t *testing.T) {
 	w.acks = nil
 	p.Ack(in[2])
 	p.flush()
-	if len(w.acks) != 1 || len(w.acks[0].SpringIds) != 1 || w.acks[0].SpringIds[0] != 3 || w.acks[0].Version != 0 {
-		t.Fatalf("batch after recycling %+v, want root 3 alone, version 0", w.acks[0])
+	if len(w.acks) != 1 || w.acks[0] != read { // a pool keeps what it was given across one collection
+		t.Fatalf("the batch after recycling is not the one put back")
+	}
+	if len(read.SpringIds) != 1 || read.SpringIds[0] != 3 || read.Version != 0 {
+		t.Fatalf("batch after recycling %+v, want root 3 alone, version 0", read)
 	}
 }

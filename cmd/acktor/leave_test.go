@@ -32,16 +32,7 @@ func TestNodeLeave(t *testing.T) {
 	go func() { left <- leaver.Wait() }()
 	stuck := time.AfterFunc(90*time.Second, func() { _ = driver.Process.Kill() })
 	defer stuck.Stop()
-	after := 0
-	for sc.Scan() {
-		tail = append(tail, sc.Text())
-		if strings.Contains(sc.Text(), "progress:") {
-			after++
-		}
-	}
-	if err := driver.Wait(); err != nil {
-		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
-	}
+	after, tail := driverDone(t, sc, tail, driver)
 	select {
 	case err := <-left:
 		if err != nil {

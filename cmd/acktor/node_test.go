@@ -278,6 +278,24 @@ func writeInput(t *testing.T, dir string, lines int) (string, map[string]int64) 
 	return input, truth
 }
 
+// driverDone reads the driver's stderr to its end and waits for it: it
+// fails the test with the last lines if the driver failed, and returns how
+// many progress lines (one a second) came and all the lines read.
+func driverDone(t *testing.T, sc *bufio.Scanner, tail []string, driver *exec.Cmd) (int, []string) {
+	t.Helper()
+	progress := 0
+	for sc.Scan() {
+		tail = append(tail, sc.Text())
+		if strings.Contains(sc.Text(), "progress:") {
+			progress++
+		}
+	}
+	if err := driver.Wait(); err != nil {
+		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
+	}
+	return progress, tail
+}
+
 // startDriver starts the driver node; its stderr carries the progress.
 func startDriver(t *testing.T, path string, env ...string) (*exec.Cmd, io.Reader) {
 	t.Helper()
@@ -476,16 +494,7 @@ func TestNodeJoin(t *testing.T) {
 	startNode(t, paths[3])         // joins a second or so later
 	stuck := time.AfterFunc(90*time.Second, func() { _ = driver.Process.Kill() })
 	defer stuck.Stop()
-	after := 0
-	for sc.Scan() {
-		tail = append(tail, sc.Text())
-		if strings.Contains(sc.Text(), "progress:") {
-			after++
-		}
-	}
-	if err := driver.Wait(); err != nil {
-		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
-	}
+	after, _ := driverDone(t, sc, tail, driver)
 	if after < 3 { // the join takes about a second
 		t.Fatalf("the run ended %d s after the fourth member started: too soon to move anything", after)
 	}
