@@ -93,10 +93,12 @@ type pane struct {
 // pane (through that pane's late index) and straight into the total. A read
 // is the key's total plus its cell in the newest pane: O(1).
 //
-// Costs: Add is a map lookup plus AddIndex; Get is O(1); TopK is
+// Costs: Add is a dictionary lookup plus AddIndex (whose newest-pane index
+// lookup the dictionary's hint usually spares); Get is O(1); TopK is
 // O(keys + live·log k); Stats is O(cells in the newest pane). Memory: about
 // 20 bytes per column (its total, its reclaim bookkeeping) plus the
-// dictionary (the key's bytes, its string header, a map entry); 16 bytes per
+// dictionary (the key's bytes, its string header, a 32-byte slot, at most
+// 3/4 full, that also holds a key of up to 20 bytes); 16 bytes per
 // cell in use; the newest pane's index, 8 bytes a slot, at most 3/4 full;
 // and the panes' spare capacity: a pane that expires holding less than a
 // quarter of its buffer, beyond 1024 cells, gives the buffer back.
@@ -104,9 +106,8 @@ type pane struct {
 // Not safe for concurrent use.
 type Sliding struct {
 	clock
-	dict       map[string]uint32 // key → column
-	keys       []string          // column → key
-	totals     []total           // the total vector, over the closed panes
+	dict       dict    // key → column → key
+	totals     []total // the total vector, over the closed panes
 	panes      []pane
 	head       cellIndex // column → cell in the newest pane
 	idle       []uint32  // columns that had a zero count when pushed: reclaim candidates
@@ -135,7 +136,7 @@ func New(cfg Config, lim Limits) (*Sliding, error) {
 	}
 	return &Sliding{
 		clock:    c,
-		dict:     make(map[string]uint32),
+		dict:     newDict(),
 		panes:    make([]pane, c.n),
 		maxKeys:  lim.MaxKeys,
 		maxCells: maxCells,
@@ -153,11 +154,26 @@ func (w *Sliding) Add(t int64, key []byte, value int64) error {
 	if err != nil {
 		return err
 	}
-	col, err := w.Column(key)
-	if err != nil {
-		return err
+	h := w.dict.hash(key)
+	at, ok := w.dict.find(key, h)
+	if !ok {
+		col, err := w.intern(key, h, at)
+		if err != nil {
+			return err
+		}
+		return w.addAt(s, col, value)
 	}
-	return w.addAt(s, col, value)
+	e := &w.dict.slots[at]
+	col := e.col - 1
+	if s != w.clock.slot {
+		return w.addLate(s, col, value)
+	}
+	if cells := w.panes[s].cells; e.hint < uint32(len(cells)) && cells[e.hint].col == col {
+		return w.bump(&cells[e.hint], value) // a column has one cell in the newest pane
+	}
+	i, err := w.addHead(col, value)
+	e.hint = i
+	return err
 }
 
 // AddIndex is Add for a caller that holds the key's column (from Column),
@@ -168,7 +184,8 @@ func (w *Sliding) AddIndex(t int64, col uint32, value int64) error {
 		return ErrColumn
 	}
 	if w.inHead(t) { // the fast path, spelled out: nothing here inlines further
-		return w.addHead(col, value)
+		_, err := w.addHead(col, value)
+		return err
 	}
 	s, err := w.place(t, w)
 	if err != nil {
@@ -180,7 +197,8 @@ func (w *Sliding) AddIndex(t int64, col uint32, value int64) error {
 // addAt puts an update of col into the pane in slot s.
 func (w *Sliding) addAt(s int, col uint32, value int64) error {
 	if s == w.clock.slot {
-		return w.addHead(col, value)
+		_, err := w.addHead(col, value)
+		return err
 	}
 	return w.addLate(s, col, value)
 }
@@ -193,22 +211,23 @@ func (w *Sliding) addAt(s int, col uint32, value int64) error {
 // (The newest pane's count and sum kept in the column's total line, one
 // line per update and three passes over random lines per cell instead of
 // two, measured 1.5–3 times slower at 1M keys, uniform or Zipf, and the
-// total vector twice the size.)
-func (w *Sliding) addHead(col uint32, value int64) error {
+// total vector twice the size.) It returns the index of col's cell, or
+// past the cells when it made none.
+func (w *Sliding) addHead(col uint32, value int64) (uint32, error) {
 	p := &w.panes[w.clock.slot]
 	i, at, ok := w.head.find(col)
 	if ok {
-		return w.bump(&p.cells[i], value)
+		return i, w.bump(&p.cells[i], value)
 	}
 	if w.cellCount >= w.maxCells {
 		w.stats.CellsFull++
-		return ErrCellsFull
+		return uint32(len(p.cells)), ErrCellsFull
 	}
 	w.head.put(col, uint32(len(p.cells)), at)
 	p.cells = append(p.cells, cell{col: col, count: 1, sum: value})
 	w.cellCount++
 	w.stats.Added++
-	return nil
+	return uint32(len(p.cells) - 1), nil
 }
 
 // addLate puts an update of col into the closed pane in slot s, and into
@@ -304,14 +323,15 @@ func (w *Sliding) retire(col uint32) {
 	}
 }
 
-// intern gives key a column: a new one while the dictionary has room, else
-// the column of a key whose window count is zero.
-func (w *Sliding) intern(key []byte) (uint32, error) {
+// intern gives key, whose hash is h and whose dictionary slot would be at,
+// a column: a new one while the dictionary has room, else the column of a
+// key whose window count is zero.
+func (w *Sliding) intern(key []byte, h uint64, at uint32) (uint32, error) {
 	var col uint32
 	switch {
-	case len(w.keys) < w.maxKeys:
-		col = uint32(len(w.keys))
-		w.keys = append(w.keys, "")
+	case len(w.dict.keys) < w.maxKeys:
+		col = uint32(len(w.dict.keys))
+		w.dict.keys = append(w.dict.keys, "")
 		w.totals = append(w.totals, total{})
 		if int(col)/64 >= len(w.idleMark) {
 			w.idleMark = append(w.idleMark, 0)
@@ -322,12 +342,12 @@ func (w *Sliding) intern(key []byte) (uint32, error) {
 			w.stats.KeysFull++
 			return 0, ErrKeysFull
 		}
-		delete(w.dict, w.keys[col])
+		w.dict.remove(col)
+		at, _ = w.dict.find(key, h) // the removal may have moved the free slot
 		w.stats.Reclaimed++
 	}
-	k := string(key)
-	w.keys[col] = k
-	w.dict[k] = col
+	w.dict.keys[col] = string(key)
+	w.dict.insert(key, h, at, col)
 	w.retire(col) // zero until its first update lands
 	return col, nil
 }
@@ -356,29 +376,28 @@ func (w *Sliding) Advance(t int64) { w.advance(t, w) }
 // the dictionary is full, a new key may take the column (Stats.Reclaimed
 // counts it): a caller caching indexes can check them with Key.
 func (w *Sliding) Column(key []byte) (uint32, error) {
-	if col, ok := w.dict[string(key)]; ok { // string(key) does not allocate here
-		return col, nil
+	h := w.dict.hash(key)
+	at, ok := w.dict.find(key, h)
+	if ok {
+		return w.dict.slots[at].col - 1, nil
 	}
-	return w.intern(key)
+	return w.intern(key, h, at)
 }
 
 // Lookup returns key's column if the dictionary holds it.
-func (w *Sliding) Lookup(key []byte) (uint32, bool) {
-	col, ok := w.dict[string(key)]
-	return col, ok
-}
+func (w *Sliding) Lookup(key []byte) (uint32, bool) { return w.dict.lookup(key) }
 
 // Key returns the key that holds column col, or false.
 func (w *Sliding) Key(col uint32) (string, bool) {
-	if uint64(col) >= uint64(len(w.keys)) {
+	if uint64(col) >= uint64(len(w.dict.keys)) {
 		return "", false
 	}
-	return w.keys[col], true
+	return w.dict.keys[col], true
 }
 
 // Get returns key's count and sum over the window; zero for an unknown key.
 func (w *Sliding) Get(key []byte) Value {
-	if col, ok := w.dict[string(key)]; ok {
+	if col, ok := w.dict.lookup(key); ok {
 		return w.GetIndex(col)
 	}
 	return Value{}
@@ -407,7 +426,7 @@ func (w *Sliding) Bounds() (start, end int64, ok bool) { return w.bounds() }
 // Stats returns the window's gauges and counters.
 func (w *Sliding) Stats() Stats {
 	s := w.stats
-	s.Keys, s.Live, s.Cells = len(w.keys), w.liveClosed, w.cellCount
+	s.Keys, s.Live, s.Cells = len(w.dict.keys), w.liveClosed, w.cellCount
 	for _, e := range w.panes[w.clock.slot].cells {
 		if w.totals[e.col].count == 0 { // live only in the newest pane
 			s.Live++
@@ -426,7 +445,7 @@ func (w *Sliding) TopK(dst []Entry, k int, by Order) []Entry {
 	if k <= 0 || by > BySum {
 		return dst
 	}
-	h := topHeap{keys: w.keys, by: by, k: k, h: make([]ranked, 0, min(k, len(w.totals)))}
+	h := topHeap{keys: w.dict.keys, by: by, k: k, h: make([]ranked, 0, min(k, len(w.totals)))}
 	head := w.panes[w.clock.slot].cells
 	for _, e := range head { // fold the newest pane in for the scan, then out
 		t := &w.totals[e.col]
