@@ -14,12 +14,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/labstack/echo"
 	"github.com/sirupsen/logrus"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // Config is one member's place in a multi-machine cluster.
@@ -152,10 +149,9 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	var health *echo.Echo
 	switch cfg.Provider {
 	case "etcd":
-		p, err := etcd.NewWithConfig(cfg.Etcd.Prefix, clientv3.Config{Endpoints: cfg.Etcd.Endpoints,
-			DialTimeout: cfg.Etcd.DialTimeout, Logger: zap.NewNop()})
+		p, err := newEtcdProvider(cfg.Etcd, cfg.Name, log)
 		if err != nil {
-			return nil, fmt.Errorf("cluster.etcd: %w", err)
+			return nil, err
 		}
 		provider = p
 	case "automanaged":

@@ -20,6 +20,7 @@ import (
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/actors/source/wal"
 	"github.com/acktor/acktor/gateway"
+	"github.com/acktor/acktor/internal/testserver"
 )
 
 func TestIngestConfigErrors(t *testing.T) {
@@ -124,7 +125,7 @@ const ingestSegment = 16 << 10
 // writeIngestConfig writes the config of a single driver node with an
 // ingest log in dir/log, and returns its path and gateway URL.
 func writeIngestConfig(t *testing.T, dir string, exactlyOnce bool) (string, string) {
-	ports := freePorts(t, 3)
+	ports := testserver.FreePorts(t, 3)
 	cfg := fmt.Sprintf(`cluster:
   name: ingest
   host: 127.0.0.1

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/acktor/acktor/internal/testserver"
 )
 
 // asMain makes the test binary run the acktor command: the node tests start
@@ -29,25 +30,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-// freePorts returns n ports free on 127.0.0.1 a moment ago.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return ports
 }
 
 // writeNodeConfigs writes one config per member of a 3-member cluster;
@@ -65,7 +47,7 @@ func writeNodeConfigsWith(t *testing.T, dir, input, timeout, driverExtra, etcdAd
 
 // writeNodeConfigsN writes the configs of n members.
 func writeNodeConfigsN(t *testing.T, n int, dir, input, timeout, driverExtra, etcdAddr string) (paths, addrs []string) {
-	all := freePorts(t, 2*n)
+	all := testserver.FreePorts(t, 2*n)
 	ports, remotes := all[:n], all[n:]
 	var peers []string
 	for _, p := range ports {
@@ -136,21 +118,6 @@ func startNode(t *testing.T, path string) (*exec.Cmd, *os.File) {
 	return cmd, log
 }
 
-// waitLogged waits until the log file at path holds text, and a little
-// longer for what the line announces to settle; it fails the test after 20 s.
-func waitLogged(t *testing.T, path, text string) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), text) {
-			time.Sleep(200 * time.Millisecond)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no %q after 20 s", path, text)
-		}
-	}
-}
-
 // TestNodeKilled runs the word count over three `acktor node` processes and
 // kill -9s a worker mid-run: every line still finishes, none is
 // dead-lettered, and every count is at least the truth.
@@ -167,60 +134,18 @@ func TestNodeKilledEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes and etcd")
 	}
-	nodeKilled(t, startEtcd(t))
-}
-
-// startEtcd starts an etcd server on 127.0.0.1 and returns its client
-// address. Without the etcd binary the test skips, unless
-// ACKTOR_REQUIRE_ETCD=1 (set by .ci/run) makes that a failure.
-func startEtcd(t *testing.T) string {
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		if os.Getenv("ACKTOR_REQUIRE_ETCD") == "1" {
-			t.Fatal("etcd not found and ACKTOR_REQUIRE_ETCD=1: install Debian's etcd-server")
-		}
-		t.Skip("etcd not found: install Debian's etcd-server (apt-get install etcd-server) to run this test")
-	}
-	ports := freePorts(t, 2)
-	client, peer := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	cmd := exec.Command(bin, "--name", "t", "--data-dir", t.TempDir(),
-		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t="+peer)
-	log, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait(); _ = log.Close() })
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if res, err := http.Get("http://" + client + "/health"); err == nil {
-			_ = res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return client
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("etcd did not become healthy in 15 s")
-		}
-	}
+	nodeKilled(t, testserver.Etcd(t))
 }
 
 func nodeKilled(t *testing.T, etcdAddr string) {
 	const lines = 1_000_000
 	dir := t.TempDir()
 	input, truth := writeInput(t, dir, lines)
-	gw := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	gw := fmt.Sprintf("127.0.0.1:%d", testserver.FreePorts(t, 1)[0])
 	paths, addrs := writeNodeConfigsWith(t, dir, input, "2s", "gateway:\n  address: "+gw+"\n", etcdAddr)
 	workers := map[string]*exec.Cmd{}
 	for i := 1; i < 3; i++ {
-		// One at a time: Proto.Actor's etcd provider lists the members and
-		// only then starts watching, from that moment, so a member that
-		// registers in between is never seen by the one starting.
 		workers[addrs[i]], _ = startNode(t, paths[i])
-		waitLogged(t, paths[i]+".log", "node: member")
 	}
 	driver, stderr := startDriver(t, paths[0])
 	stuck := time.AfterFunc(90*time.Second, func() { _ = driver.Process.Kill() })
@@ -393,7 +318,7 @@ func TestNodeAckersSet(t *testing.T) {
 	const lines = 1_000_000
 	dir := t.TempDir()
 	input, truth := writeInput(t, dir, lines)
-	gw := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	gw := fmt.Sprintf("127.0.0.1:%d", testserver.FreePorts(t, 1)[0])
 	paths, _ := writeNodeConfigs(t, dir, input, "30s", "gateway:\n  address: "+gw+"\n  token_env: ACKTOR_TEST_TOKEN\n")
 	startNode(t, paths[1])
 	startNode(t, paths[2])
@@ -489,7 +414,7 @@ func TestNodeConfigErrors(t *testing.T) {
 // config field, not the flag.
 func TestNodeJobErrorsNameFields(t *testing.T) {
 	in := writeFile(t, "in.txt", "a b\n")
-	path := writeFile(t, "node.yaml", fmt.Sprintf("cluster:\n  automanaged:\n    port: %d\n    peers: [127.0.0.1:1]\ntracker:\n  ackers: -1\njob:\n  input: %s\n", freePorts(t, 1)[0], in))
+	path := writeFile(t, "node.yaml", fmt.Sprintf("cluster:\n  automanaged:\n    port: %d\n    peers: [127.0.0.1:1]\ntracker:\n  ackers: -1\njob:\n  input: %s\n", testserver.FreePorts(t, 1)[0], in))
 	if err := acktor(t, "node", "--config", path); err == nil || !strings.Contains(err.Error(), "tracker.ackers -1") {
 		t.Fatalf("error %v, want one naming tracker.ackers", err)
 	}

@@ -1,0 +1,263 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/sirupsen/logrus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// etcdProvider keeps the member list in etcd, in place of Proto.Actor's
+// etcd provider. A member puts its key, prefix/name/id, under a lease it
+// keeps alive, and puts it again under a new lease if that one is lost
+// (etcd out of reach for longer than the lease). Members and clients list
+// the keys and then watch them from the revision after the list, so that a
+// member registering in between is seen: the library's provider watches
+// from whenever its watch starts and misses such a member for good. A
+// watch that breaks (etcd restarted, the revision compacted) is followed by
+// a fresh list.
+type etcdProvider struct {
+	client *clientv3.Client
+	prefix string // the cluster's keys: Prefix/name/
+	ttl    time.Duration
+	dial   time.Duration // how long a registration may wait for etcd
+	log    *logrus.Logger
+	// afterList, if set, runs between a list and its watch (tests).
+	afterList func()
+
+	publish func(pcluster.Members)
+	self    *pcluster.Member // nil for a client
+	key     string           // self's key
+	lease   clientv3.LeaseID // self's current lease, owned by keepRegistered
+	members map[string]*pcluster.Member
+	ctx     context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// etcdLeaseTTL is how long a member that stopped keeping its lease alive
+// stays in the others' lists.
+const etcdLeaseTTL = 3 * time.Second
+
+// etcdRetry is the pause before listing or registering again after etcd
+// failed us.
+const etcdRetry = time.Second
+
+func newEtcdProvider(cfg EtcdConfig, name string, log *logrus.Logger) (*etcdProvider, error) {
+	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("cluster.etcd: %w", err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &etcdProvider{client: client, prefix: cfg.Prefix + "/" + name + "/", ttl: etcdLeaseTTL,
+		dial: max(cfg.DialTimeout, etcdLeaseTTL), log: log,
+		members: map[string]*pcluster.Member{}, ctx: ctx, stop: stop}, nil
+}
+
+// StartMember registers this member and starts following the others.
+func (p *etcdProvider) StartMember(c *pcluster.Cluster) error {
+	host, port, err := c.ActorSystem.GetHostPort()
+	if err != nil {
+		return fmt.Errorf("etcd provider: %w", err)
+	}
+	return p.join(&pcluster.Member{Id: c.ActorSystem.ID, Host: host, Port: int32(port), Kinds: c.GetClusterKinds()},
+		c.MemberList.UpdateClusterTopology)
+}
+
+// StartClient follows the members without registering.
+func (p *etcdProvider) StartClient(c *pcluster.Cluster) error {
+	return p.join(nil, c.MemberList.UpdateClusterTopology)
+}
+
+// join registers self, unless nil (a client), and starts following the
+// members, handing each list to publish.
+func (p *etcdProvider) join(self *pcluster.Member, publish func(pcluster.Members)) error {
+	p.publish = publish
+	if self == nil {
+		p.wg.Add(1)
+		go p.follow()
+		return nil
+	}
+	p.self, p.key = self, p.prefix+self.Id
+	ka, err := p.register()
+	if err != nil {
+		_ = p.Shutdown(false)
+		return err
+	}
+	p.wg.Add(2)
+	go p.keepRegistered(ka)
+	go p.follow()
+	return nil
+}
+
+// Shutdown stops following and takes this member's key out at once (its
+// lease revoked), so that the others need not wait for it to run out. It
+// may be called more than once (Leave, then the cluster's shutdown).
+func (p *etcdProvider) Shutdown(bool) error {
+	var err error
+	p.once.Do(func() {
+		p.stop()
+		p.wg.Wait()
+		if p.lease != 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), etcdRetry)
+			if _, e := p.client.Revoke(ctx, p.lease); e != nil {
+				err = fmt.Errorf("etcd provider: revoking the lease of %s: %w", p.key, e)
+			}
+			cancel()
+		}
+		if e := p.client.Close(); e != nil && err == nil {
+			err = fmt.Errorf("etcd provider: %w", e)
+		}
+	})
+	return err
+}
+
+// register puts this member's key under a new lease and keeps it alive.
+func (p *etcdProvider) register() (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	value, err := protojson.Marshal(p.self)
+	if err != nil {
+		return nil, fmt.Errorf("etcd provider: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.dial)
+	defer cancel()
+	g, err := p.client.Grant(ctx, int64(p.ttl/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("etcd provider: a lease for %s: %w", p.key, err)
+	}
+	if _, err := p.client.Put(ctx, p.key, string(value), clientv3.WithLease(g.ID)); err != nil {
+		return nil, fmt.Errorf("etcd provider: putting %s: %w", p.key, err)
+	}
+	ka, err := p.client.KeepAlive(p.ctx, g.ID)
+	if err != nil {
+		return nil, fmt.Errorf("etcd provider: keeping %s alive: %w", p.key, err)
+	}
+	p.lease = g.ID
+	return ka, nil
+}
+
+// keepRegistered drains the lease's keep-alive answers; when they stop
+// before shutdown the lease is lost, and it registers again.
+func (p *etcdProvider) keepRegistered(ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer p.wg.Done()
+	for {
+		for range ka {
+		}
+		if p.ctx.Err() != nil {
+			return
+		}
+		p.log.Warnf("etcd provider: the lease of %s was lost; registering again", p.key)
+		for {
+			if !p.pause() {
+				return
+			}
+			var err error
+			if ka, err = p.register(); err == nil {
+				break
+			}
+			p.log.WithError(err).Warn("etcd provider: registering again")
+		}
+	}
+}
+
+// follow lists the members and watches for changes until shutdown.
+func (p *etcdProvider) follow() {
+	defer p.wg.Done()
+	for {
+		rev, err := p.list()
+		if err == nil {
+			if p.afterList != nil {
+				p.afterList()
+			}
+			err = p.watch(rev + 1)
+		}
+		if p.ctx.Err() != nil {
+			return
+		}
+		p.log.WithError(err).Warn("etcd provider: following the members; listing them again")
+		if !p.pause() {
+			return
+		}
+	}
+}
+
+// pause waits etcdRetry; false means shutdown came first.
+func (p *etcdProvider) pause() bool {
+	t := time.NewTimer(etcdRetry)
+	defer t.Stop()
+	select {
+	case <-p.ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// list reads every member, publishes them, and returns the revision read.
+func (p *etcdProvider) list() (int64, error) {
+	res, err := p.client.Get(p.ctx, p.prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("listing %s: %w", p.prefix, err)
+	}
+	clear(p.members)
+	for _, kv := range res.Kvs {
+		p.put(string(kv.Key), kv.Value)
+	}
+	p.publishMembers()
+	return res.Header.Revision, nil
+}
+
+// watch applies the changes from revision rev on, publishing after each
+// answer, until the watch breaks or shutdown.
+func (p *etcdProvider) watch(rev int64) error {
+	ctx := clientv3.WithRequireLeader(p.ctx)
+	for res := range p.client.Watch(ctx, p.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		if err := res.Err(); err != nil {
+			return fmt.Errorf("watching %s from revision %d: %w", p.prefix, rev, err)
+		}
+		for _, ev := range res.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				delete(p.members, string(ev.Kv.Key))
+			} else {
+				p.put(string(ev.Kv.Key), ev.Kv.Value)
+			}
+			rev = ev.Kv.ModRevision + 1
+		}
+		p.publishMembers()
+	}
+	return errors.New("the watch closed")
+}
+
+// put records the member a key holds; a value that is no member is logged
+// with its key and left out.
+func (p *etcdProvider) put(key string, value []byte) {
+	m := &pcluster.Member{}
+	if err := protojson.Unmarshal(value, m); err != nil || m.Id == "" || m.Host == "" || m.Port <= 0 {
+		p.log.Errorf("etcd provider: %s holds no member (%q): left out", key, value)
+		delete(p.members, key)
+		return
+	}
+	p.members[key] = m
+}
+
+// publishMembers hands Proto.Actor the members, this one always among
+// them: a member whose lease lapsed is still itself.
+func (p *etcdProvider) publishMembers() {
+	ms := make([]*pcluster.Member, 0, len(p.members)+1)
+	for key, m := range p.members {
+		if key != p.key {
+			ms = append(ms, m)
+		}
+	}
+	if p.self != nil {
+		ms = append(ms, p.self)
+	}
+	p.publish(ms)
+}

@@ -1,0 +1,174 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/sirupsen/logrus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/acktor/acktor/internal/testserver"
+)
+
+// seen records the member lists a provider published.
+type seen struct {
+	mu   sync.Mutex
+	last []string // member ids, sorted
+}
+
+func (s *seen) publish(ms pcluster.Members) {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.Id
+	}
+	slices.Sort(ids)
+	s.mu.Lock()
+	s.last = ids
+	s.mu.Unlock()
+}
+
+// waitFor fails the test unless the published list becomes want in 10 s.
+func (s *seen) waitFor(t *testing.T, who string, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		s.mu.Lock()
+		last := s.last
+		s.mu.Unlock()
+		if slices.Equal(last, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s sees %v, want %v", who, last, want)
+		}
+	}
+}
+
+func testProvider(t *testing.T, addr string) *etcdProvider {
+	t.Helper()
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	p, err := newEtcdProvider(EtcdConfig{Endpoints: []string{addr}, Prefix: "/acktor-test", DialTimeout: 5 * time.Second}, "c", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Shutdown(true) })
+	return p
+}
+
+func member(id string, port int32) *pcluster.Member {
+	return &pcluster.Member{Id: id, Host: "127.0.0.1", Port: port, Kinds: []string{"k"}}
+}
+
+// TestEtcdMemberJoiningBetweenListAndWatch: a member that registers after
+// another has listed the members but before its watch starts is still
+// seen by it (Proto.Actor's own etcd provider never sees it).
+func TestEtcdMemberJoiningBetweenListAndWatch(t *testing.T) {
+	addr := testserver.Etcd(t)
+	a, b := testProvider(t, addr), testProvider(t, addr)
+	var sa, sb seen
+	a.afterList = func() {
+		if err := b.join(member("b", 2), sb.publish); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := a.join(member("a", 1), sa.publish); err != nil {
+		t.Fatal(err)
+	}
+	sa.waitFor(t, "a", "a", "b")
+	sb.waitFor(t, "b", "a", "b")
+}
+
+// TestEtcdMembers: members joining at once all see each other, a client
+// sees them all, one leaving is gone from the lists at once (its lease
+// revoked, no waiting for it to run out), and a key that holds no member
+// is left out.
+func TestEtcdMembers(t *testing.T) {
+	addr := testserver.Etcd(t)
+	ids := []string{"m0", "m1", "m2"}
+	ps, ss := make([]*etcdProvider, len(ids)), make([]seen, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		ps[i] = testProvider(t, addr)
+		wg.Go(func() {
+			if err := ps[i].join(member(id, int32(i+1)), ss[i].publish); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range ids {
+		ss[i].waitFor(t, ids[i], ids...)
+	}
+	var sc seen
+	if err := testProvider(t, addr).join(nil, sc.publish); err != nil {
+		t.Fatal(err)
+	}
+	sc.waitFor(t, "the client", ids...)
+
+	if _, err := ps[0].client.Put(context.Background(), ps[0].prefix+"junk", "{not a member"); err != nil {
+		t.Fatal(err)
+	}
+	left := time.Now()
+	if err := ps[2].Shutdown(true); err != nil {
+		t.Fatal(err)
+	}
+	ss[0].waitFor(t, "m0", "m0", "m1")
+	sc.waitFor(t, "the client", "m0", "m1")
+	if d := time.Since(left); d >= etcdLeaseTTL {
+		t.Errorf("the leaving member was seen gone after %v, no sooner than its lease would run out", d)
+	}
+}
+
+// TestEtcdLeaseLost: a member whose lease is lost (here revoked behind its
+// back, as when etcd was out of reach for longer than the lease) registers
+// again and is back in the others' lists.
+func TestEtcdLeaseLost(t *testing.T) {
+	addr := testserver.Etcd(t)
+	a, b := testProvider(t, addr), testProvider(t, addr)
+	var sa, sb seen
+	if err := a.join(member("a", 1), sa.publish); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.join(member("b", 2), sb.publish); err != nil {
+		t.Fatal(err)
+	}
+	sb.waitFor(t, "b", "a", "b")
+	res, err := b.client.Get(context.Background(), a.key)
+	if err != nil || len(res.Kvs) != 1 {
+		t.Fatalf("a's key: %v, %v", res, err)
+	}
+	if _, err := b.client.Revoke(context.Background(), clientv3.LeaseID(res.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	sb.waitFor(t, "b", "b")
+	sa.waitFor(t, "a", "a", "b") // a still lists itself
+	sb.waitFor(t, "b", "a", "b")
+}
+
+func TestEtcdRegisterFails(t *testing.T) {
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	port := testserver.FreePorts(t, 1)[0] // nothing listens there
+	p, err := newEtcdProvider(EtcdConfig{Endpoints: []string{fmt.Sprintf("127.0.0.1:%d", port)}, Prefix: "/x",
+		DialTimeout: 200 * time.Millisecond}, "c", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ttl = time.Second
+	p.dial = 300 * time.Millisecond
+	err = p.join(member("a", 1), func(pcluster.Members) {})
+	if err == nil || !strings.Contains(err.Error(), "a lease for /x/c/a") {
+		t.Fatalf("join with etcd away: %v", err)
+	}
+	if err := p.Shutdown(true); err != nil {
+		t.Errorf("Shutdown after a failed join: %v", err)
+	}
+}
