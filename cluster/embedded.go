@@ -20,6 +20,10 @@ import (
 type Node struct {
 	System  *actor.ActorSystem
 	Cluster *pcluster.Cluster
+	// Lost receives why the other members count this one gone for good
+	// (its etcd lease ran out); the node should then stop, and a restart
+	// joins as a new member. Nil for providers that never say so.
+	Lost <-chan error
 }
 
 // StartEmbedded starts a single-member cluster in this process with the

@@ -9,6 +9,7 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/sirupsen/logrus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -16,13 +17,21 @@ import (
 
 // etcdProvider keeps the member list in etcd, in place of Proto.Actor's
 // etcd provider. A member puts its key, prefix/name/id, under a lease it
-// keeps alive, and puts it again under a new lease if that one is lost
-// (etcd out of reach for longer than the lease). Members and clients list
-// the keys and then watch them from the revision after the list, so that a
-// member registering in between is seen: the library's provider watches
-// from whenever its watch starts and misses such a member for good. A
-// watch that breaks (etcd restarted, the revision compacted) is followed by
-// a fresh list.
+// keeps alive. Members and clients list the keys and then watch them from
+// the revision after the list, so that a member registering in between is
+// seen: the library's provider watches from whenever its watch starts and
+// misses such a member for good. A watch that breaks (etcd restarted, the
+// revision compacted) is followed by a fresh list.
+//
+// A member whose lease ran out (etcd out of reach for longer than the
+// lease) is gone for the others for good: Proto.Actor blocks the id of a
+// member that left. Registering again would not bring it back, so the
+// provider reports it on lost instead, and the node stops; a restart joins
+// as a new member. Keep-alives that stop while the lease still runs (a
+// broken stream) are simply started again.
+//
+// Cluster.Shutdown(false) does not call a provider's Shutdown: a member
+// stopped so keeps its key until the process ends and the lease runs out.
 type etcdProvider struct {
 	client *clientv3.Client
 	prefix string // the cluster's keys: Prefix/name/
@@ -35,7 +44,8 @@ type etcdProvider struct {
 	publish func(pcluster.Members)
 	self    *pcluster.Member // nil for a client
 	key     string           // self's key
-	lease   clientv3.LeaseID // self's current lease, owned by keepRegistered
+	lease   clientv3.LeaseID // self's lease
+	lost    chan error       // why this member is gone for the others
 	members map[string]*pcluster.Member
 	ctx     context.Context
 	stop    context.CancelFunc
@@ -47,8 +57,7 @@ type etcdProvider struct {
 // stays in the others' lists.
 const etcdLeaseTTL = 3 * time.Second
 
-// etcdRetry is the pause before listing or registering again after etcd
-// failed us.
+// etcdRetry is the pause before trying etcd again after it failed us.
 const etcdRetry = time.Second
 
 func newEtcdProvider(cfg EtcdConfig, name string, log *logrus.Logger) (*etcdProvider, error) {
@@ -59,7 +68,7 @@ func newEtcdProvider(cfg EtcdConfig, name string, log *logrus.Logger) (*etcdProv
 	ctx, stop := context.WithCancel(context.Background())
 	return &etcdProvider{client: client, prefix: cfg.Prefix + "/" + name + "/", ttl: etcdLeaseTTL,
 		dial: max(cfg.DialTimeout, etcdLeaseTTL), log: log,
-		members: map[string]*pcluster.Member{}, ctx: ctx, stop: stop}, nil
+		lost: make(chan error, 1), members: map[string]*pcluster.Member{}, ctx: ctx, stop: stop}, nil
 }
 
 // StartMember registers this member and starts following the others.
@@ -108,7 +117,7 @@ func (p *etcdProvider) Shutdown(bool) error {
 		p.wg.Wait()
 		if p.lease != 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), etcdRetry)
-			if _, e := p.client.Revoke(ctx, p.lease); e != nil {
+			if _, e := p.client.Revoke(ctx, p.lease); e != nil && !errors.Is(e, rpctypes.ErrLeaseNotFound) {
 				err = fmt.Errorf("etcd provider: revoking the lease of %s: %w", p.key, e)
 			}
 			cancel()
@@ -132,6 +141,7 @@ func (p *etcdProvider) register() (<-chan *clientv3.LeaseKeepAliveResponse, erro
 	if err != nil {
 		return nil, fmt.Errorf("etcd provider: a lease for %s: %w", p.key, err)
 	}
+	p.lease = g.ID
 	if _, err := p.client.Put(ctx, p.key, string(value), clientv3.WithLease(g.ID)); err != nil {
 		return nil, fmt.Errorf("etcd provider: putting %s: %w", p.key, err)
 	}
@@ -139,32 +149,48 @@ func (p *etcdProvider) register() (<-chan *clientv3.LeaseKeepAliveResponse, erro
 	if err != nil {
 		return nil, fmt.Errorf("etcd provider: keeping %s alive: %w", p.key, err)
 	}
-	p.lease = g.ID
 	return ka, nil
 }
 
-// keepRegistered drains the lease's keep-alive answers; when they stop
-// before shutdown the lease is lost, and it registers again.
+// keepRegistered drains the lease's keep-alive answers. When they stop
+// before shutdown it asks etcd whether the lease still runs: if so it keeps
+// it alive again, if not this member is gone (see etcdProvider).
 func (p *etcdProvider) keepRegistered(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 	defer p.wg.Done()
 	for {
 		for range ka {
 		}
-		if p.ctx.Err() != nil {
-			return
-		}
-		p.log.Warnf("etcd provider: the lease of %s was lost; registering again", p.key)
 		for {
+			if p.ctx.Err() != nil {
+				return
+			}
+			runs, err := p.leaseRuns()
+			if err == nil && !runs {
+				p.lost <- fmt.Errorf("etcd provider: the lease of %s ran out: the other members count this one gone for good", p.key)
+				return
+			}
+			if err == nil {
+				if ka, err = p.client.KeepAlive(p.ctx, p.lease); err == nil {
+					break
+				}
+			}
+			p.log.WithError(err).Warnf("etcd provider: keeping the lease of %s alive", p.key)
 			if !p.pause() {
 				return
 			}
-			var err error
-			if ka, err = p.register(); err == nil {
-				break
-			}
-			p.log.WithError(err).Warn("etcd provider: registering again")
 		}
 	}
+}
+
+// leaseRuns asks etcd whether this member's lease still runs.
+func (p *etcdProvider) leaseRuns() (bool, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, p.dial)
+	defer cancel()
+	res, err := p.client.TimeToLive(ctx, p.lease)
+	if err != nil {
+		return false, fmt.Errorf("asking for the lease of %s: %w", p.key, err)
+	}
+	return res.TTL > 0, nil
 }
 
 // follow lists the members and watches for changes until shutdown.
@@ -217,7 +243,8 @@ func (p *etcdProvider) list() (int64, error) {
 // watch applies the changes from revision rev on, publishing after each
 // answer, until the watch breaks or shutdown.
 func (p *etcdProvider) watch(rev int64) error {
-	ctx := clientv3.WithRequireLeader(p.ctx)
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(p.ctx))
+	defer cancel()
 	for res := range p.client.Watch(ctx, p.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
 		if err := res.Err(); err != nil {
 			return fmt.Errorf("watching %s from revision %d: %w", p.prefix, rev, err)
@@ -228,7 +255,6 @@ func (p *etcdProvider) watch(rev int64) error {
 			} else {
 				p.put(string(ev.Kv.Key), ev.Kv.Value)
 			}
-			rev = ev.Kv.ModRevision + 1
 		}
 		p.publishMembers()
 	}
@@ -239,7 +265,7 @@ func (p *etcdProvider) watch(rev int64) error {
 // with its key and left out.
 func (p *etcdProvider) put(key string, value []byte) {
 	m := &pcluster.Member{}
-	if err := protojson.Unmarshal(value, m); err != nil || m.Id == "" || m.Host == "" || m.Port <= 0 {
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(value, m); err != nil || m.Id == "" || m.Host == "" || m.Port <= 0 {
 		p.log.Errorf("etcd provider: %s holds no member (%q): left out", key, value)
 		delete(p.members, key)
 		return

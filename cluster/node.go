@@ -47,7 +47,7 @@ type Config struct {
 type EtcdConfig struct {
 	Endpoints   []string      `yaml:"endpoints"`    // host:port of etcd's client URLs
 	Prefix      string        `yaml:"prefix"`       // the key prefix of this cluster's members
-	DialTimeout time.Duration `yaml:"dial_timeout"` // how long to wait for etcd at start
+	DialTimeout time.Duration `yaml:"dial_timeout"` // how long a call to etcd may wait (at least the 3 s lease)
 }
 
 // AutomanagedConfig configures the automanaged provider.
@@ -73,6 +73,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Name == "":
 		return errors.New("cluster.name: empty")
+	case strings.Contains(c.Name, "/"):
+		return fmt.Errorf("cluster.name %q: no / allowed (it is a key path element in etcd)", c.Name)
 	case net.ParseIP(c.Host) == nil && c.Host != "localhost":
 		return fmt.Errorf("cluster.host %q: want an IP address or localhost", c.Host)
 	case c.Port < 0 || c.Port > 65535:
@@ -147,13 +149,13 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	sys := actor.NewActorSystem(aopts...)
 	var provider pcluster.ClusterProvider
 	var health *echo.Echo
+	var ep *etcdProvider
 	switch cfg.Provider {
 	case "etcd":
-		p, err := newEtcdProvider(cfg.Etcd, cfg.Name, log)
-		if err != nil {
+		if ep, err = newEtcdProvider(cfg.Etcd, cfg.Name, log); err != nil {
 			return nil, err
 		}
-		provider = p
+		provider = ep
 	case "automanaged":
 		if client { // a client only polls the members' health
 			provider = automanaged.NewWithTesting(cfg.Automanaged.Refresh, cfg.Automanaged.Port, echo.New(), cfg.Automanaged.Peers...)
@@ -198,6 +200,9 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 			if health != nil {
 				_ = health.Listener.Close()
 			}
+			if ep != nil {
+				_ = ep.Shutdown(false)
+			}
 			err = fmt.Errorf("cluster: starting member: %v", r)
 		}
 	}()
@@ -206,7 +211,11 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	} else {
 		c.StartMember()
 	}
-	return &Node{System: sys, Cluster: c}, nil
+	n = &Node{System: sys, Cluster: c}
+	if ep != nil {
+		n.Lost = ep.lost
+	}
+	return n, nil
 }
 
 // CloseClient leaves the cluster StartClient joined. (Cluster.Shutdown

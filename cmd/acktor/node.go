@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -354,6 +355,7 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 	ctx, stop := context.WithCancel(abortCtx)
 	defer stop()
 	watchSignals(log, stop, abort, abortCtx.Done())
+	expelled := watchLost(log, node.Lost, abort, abortCtx.Done())
 	if in != nil && cfg.Ingest.RetentionAge > 0 {
 		go retainEvery(ctx, in.log, min(max(cfg.Ingest.RetentionAge/10, time.Second), time.Minute), log)
 	}
@@ -387,6 +389,9 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 	}
 	if !cfg.Job.Driver {
 		<-ctx.Done()
+		if err := expelled(); err != nil {
+			return &exitError{code: 1, msg: err.Error()}
+		}
 		// A worker that is asked to stop moves its spout tasks, processor
 		// tasks and ackers to the other members before it goes: their
 		// roots neither fail nor replay (TestNodeLeave).
@@ -400,9 +405,35 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 		return &exitError{code: 1, msg: err.Error()}
 	}
 	if cfg.Job.Source == "ingest" {
-		return job.runIngest(ctx, abortCtx, node.Cluster, in, log)
+		err = job.runIngest(ctx, abortCtx, node.Cluster, in, log)
+	} else {
+		err = job.run(ctx, node.Cluster)
 	}
-	return job.run(ctx, node.Cluster)
+	if lost := expelled(); lost != nil {
+		return &exitError{code: 1, msg: lost.Error()}
+	}
+	return err
+}
+
+// watchLost aborts the node when lost says the cluster counts it gone, until
+// done; the function it returns tells why, once aborted so.
+func watchLost(log logrus.FieldLogger, lost <-chan error, abort func(), done <-chan struct{}) func() error {
+	var why atomic.Pointer[error]
+	go func() {
+		select {
+		case err := <-lost:
+			log.WithError(err).Error("node: out of the cluster; stopping (started again, it joins as a new member)")
+			why.Store(&err)
+			abort()
+		case <-done:
+		}
+	}()
+	return func() error {
+		if err := why.Load(); err != nil {
+			return *err
+		}
+		return nil
+	}
 }
 
 // watchSignals calls stop at the first SIGINT or SIGTERM and abort at the

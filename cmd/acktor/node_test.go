@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/acktor/acktor/internal/testserver"
 )
@@ -135,6 +139,57 @@ func TestNodeKilledEtcd(t *testing.T) {
 		t.Skip("starts three processes and etcd")
 	}
 	nodeKilled(t, testserver.Etcd(t))
+}
+
+// TestNodeLeaseLostEtcd: a worker whose etcd lease runs out (revoked here,
+// as when etcd was out of its reach for longer than the lease) stops with
+// exit status 1 and says why: the other members count it gone for good,
+// and it must not carry on unseen.
+func TestNodeLeaseLostEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a process and etcd")
+	}
+	addr := testserver.Etcd(t)
+	dir := t.TempDir()
+	input, _ := writeInput(t, dir, 10)
+	paths, _ := writeNodeConfigsWith(t, dir, input, "2s", "", addr)
+	worker, _ := startNode(t, paths[1])
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var lease int64
+	for lease == 0 {
+		res, err := cli.Get(ctx, "/acktor-test/failover/", clientv3.WithPrefix())
+		switch {
+		case err != nil:
+			t.Fatalf("the worker's key: %v", err)
+		case len(res.Kvs) == 1:
+			lease = res.Kvs[0].Lease
+		default:
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- worker.Wait() }()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("the worker exited with %v, want status 1", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the worker still runs 20 s after its lease was revoked")
+	}
+	if b, _ := os.ReadFile(paths[1] + ".log"); !strings.Contains(string(b), "ran out: the other members count this one gone for good") {
+		t.Fatalf("the worker's log does not say why it stopped:\n%s", b)
+	}
 }
 
 func nodeKilled(t *testing.T, etcdAddr string) {
