@@ -166,6 +166,40 @@ func TestEtcdLeaseLost(t *testing.T) {
 	}
 }
 
+// TestEtcdRestart: etcd killed and started again, after a pause longer
+// than the lease, so that the members' clients give their keep-alives up:
+// etcd extends the leases when it starts, the members keep them (none says
+// it is lost), and their watches go on: a member joining afterwards is seen
+// by both.
+func TestEtcdRestart(t *testing.T) {
+	etcd := testserver.StartEtcd(t)
+	a, b := testProvider(t, etcd.Addr), testProvider(t, etcd.Addr)
+	var sa, sb seen
+	if err := a.join(member("a", 1), sa.publish); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.join(member("b", 2), sb.publish); err != nil {
+		t.Fatal(err)
+	}
+	sa.waitFor(t, "a", "a", "b")
+	etcd.Restart(t, etcdLeaseTTL+time.Second)
+	var sc seen
+	if err := testProvider(t, etcd.Addr).join(member("c", 3), sc.publish); err != nil {
+		t.Fatal(err)
+	}
+	sa.waitFor(t, "a", "a", "b", "c")
+	sb.waitFor(t, "b", "a", "b", "c")
+	sc.waitFor(t, "c", "a", "b", "c")
+	select {
+	case err := <-a.lost:
+		t.Fatalf("a: %v", err)
+	case err := <-b.lost:
+		t.Fatalf("b: %v", err)
+	case <-time.After(etcdLeaseTTL + time.Second): // past the leases' first deadline
+	}
+	sc.waitFor(t, "c", "a", "b", "c")
+}
+
 func TestEtcdRegisterFails(t *testing.T) {
 	log := logrus.New()
 	log.SetOutput(io.Discard)

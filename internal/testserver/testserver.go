@@ -35,7 +35,18 @@ func FreePorts(t testing.TB, n int) []int {
 // Etcd starts an etcd server (Debian's etcd-server) on 127.0.0.1 for the
 // test and returns its client address. Without the etcd binary the test
 // skips, unless ACKTOR_REQUIRE_ETCD=1 (set by .ci/run) makes that a failure.
-func Etcd(t testing.TB) string {
+func Etcd(t testing.TB) string { return StartEtcd(t).Addr }
+
+// EtcdServer is an etcd server a test started.
+type EtcdServer struct {
+	Addr string // its client address, host:port
+	args []string
+	log  *os.File
+	cmd  *exec.Cmd
+}
+
+// StartEtcd is Etcd, returning the server so that the test can restart it.
+func StartEtcd(t testing.TB) *EtcdServer {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -46,23 +57,47 @@ func Etcd(t testing.TB) string {
 	}
 	ports := FreePorts(t, 2)
 	client, peer := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	cmd := exec.Command(bin, "--name", "t", "--data-dir", t.TempDir(),
-		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t="+peer)
-	log, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
-	if err != nil {
+	s := &EtcdServer{Addr: client, args: []string{bin, "--name", "t", "--data-dir", t.TempDir(),
+		"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t=" + peer}}
+	if s.log, err = os.Create(filepath.Join(t.TempDir(), "etcd.log")); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
+	t.Cleanup(func() { s.kill(); _ = s.log.Close() })
+	s.start(t)
+	return s
+}
+
+// Restart kills the server (SIGKILL) and, down later, starts it again on
+// its data at the same address.
+func (s *EtcdServer) Restart(t testing.TB, down time.Duration) {
+	t.Helper()
+	s.kill()
+	time.Sleep(down)
+	s.start(t)
+}
+
+func (s *EtcdServer) kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_, _ = s.cmd.Process.Wait()
+}
+
+// start runs the server and waits until it is healthy.
+func (s *EtcdServer) start(t testing.TB) {
+	t.Helper()
+	s.cmd = exec.Command(s.args[0], s.args[1:]...)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait(); _ = log.Close() })
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if res, err := http.Get("http://" + client + "/health"); err == nil {
+		if res, err := http.Get("http://" + s.Addr + "/health"); err == nil {
 			_ = res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return client
+				return
 			}
 		}
 		if time.Now().After(deadline) {
