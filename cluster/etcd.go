@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -61,7 +63,14 @@ const etcdLeaseTTL = 3 * time.Second
 const etcdRetry = time.Second
 
 func newEtcdProvider(cfg EtcdConfig, name string, log *logrus.Logger) (*etcdProvider, error) {
-	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout, Logger: zap.NewNop()})
+	// After a restart etcd extends the leases by only about their TTL, so a
+	// member must be back within seconds: gRPC's default reconnect backoff
+	// grows to two minutes, ours to a second. The keep-alive pings tear a
+	// half-open connection down, so that the member reconnects.
+	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout,
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}})}})
 	if err != nil {
 		return nil, fmt.Errorf("cluster.etcd: %w", err)
 	}
@@ -166,7 +175,7 @@ func (p *etcdProvider) keepRegistered(ka <-chan *clientv3.LeaseKeepAliveResponse
 			}
 			runs, err := p.leaseRuns()
 			if err == nil && !runs {
-				p.lost <- fmt.Errorf("etcd provider: the lease of %s ran out: the other members count this one gone for good", p.key)
+				p.expel(fmt.Errorf("etcd provider: the lease of %s ran out: the other members count this one gone for good", p.key))
 				return
 			}
 			if err == nil {
@@ -182,6 +191,14 @@ func (p *etcdProvider) keepRegistered(ka <-chan *clientv3.LeaseKeepAliveResponse
 	}
 }
 
+// expel reports, once, why the others count this member gone.
+func (p *etcdProvider) expel(err error) {
+	select {
+	case p.lost <- err:
+	default: // reported already
+	}
+}
+
 // leaseRuns asks etcd whether this member's lease still runs.
 func (p *etcdProvider) leaseRuns() (bool, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.dial)
@@ -190,7 +207,7 @@ func (p *etcdProvider) leaseRuns() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("asking for the lease of %s: %w", p.key, err)
 	}
-	return res.TTL > 0, nil
+	return res.TTL >= 0, nil // -1: gone; 0: under a second left, still running
 }
 
 // follow lists the members and watches for changes until shutdown.
@@ -236,6 +253,9 @@ func (p *etcdProvider) list() (int64, error) {
 	for _, kv := range res.Kvs {
 		p.put(string(kv.Key), kv.Value)
 	}
+	if _, ok := p.members[p.key]; p.self != nil && !ok {
+		p.gone()
+	}
 	p.publishMembers()
 	return res.Header.Revision, nil
 }
@@ -252,6 +272,9 @@ func (p *etcdProvider) watch(rev int64) error {
 		for _, ev := range res.Events {
 			if ev.Type == clientv3.EventTypeDelete {
 				delete(p.members, string(ev.Kv.Key))
+				if p.self != nil && string(ev.Kv.Key) == p.key {
+					p.gone()
+				}
 			} else {
 				p.put(string(ev.Kv.Key), ev.Kv.Value)
 			}
@@ -259,6 +282,12 @@ func (p *etcdProvider) watch(rev int64) error {
 		p.publishMembers()
 	}
 	return errors.New("the watch closed")
+}
+
+// gone reports this member's key deleted, lease or not: the others have
+// seen it leave.
+func (p *etcdProvider) gone() {
+	p.expel(fmt.Errorf("etcd provider: %s is no longer in etcd (its lease ran out, or it was deleted): the other members count this one gone for good", p.key))
 }
 
 // put records the member a key holds; a value that is no member is logged

@@ -155,7 +155,7 @@ func TestEtcdLeaseLost(t *testing.T) {
 	sb.waitFor(t, "b", "b")
 	select {
 	case err := <-a.lost:
-		if !strings.Contains(err.Error(), "the lease of /acktor-test/c/a ran out") {
+		if !strings.Contains(err.Error(), "/acktor-test/c/a") || !strings.Contains(err.Error(), "gone for good") {
 			t.Errorf("lost: %v", err)
 		}
 	case <-time.After(10 * time.Second):
@@ -166,11 +166,12 @@ func TestEtcdLeaseLost(t *testing.T) {
 	}
 }
 
-// TestEtcdRestart: etcd killed and started again, after a pause longer
-// than the lease, so that the members' clients give their keep-alives up:
-// etcd extends the leases when it starts, the members keep them (none says
-// it is lost), and their watches go on: a member joining afterwards is seen
-// by both.
+// TestEtcdRestart: etcd killed and started again 10 s later, long past
+// the lease, so that the members' clients give their keep-alives up: etcd
+// extends the leases by about their TTL when it starts, the members are
+// back in time (the reconnect backoff is short) and keep them (none says it
+// is lost), and their watches go on: a member joining afterwards is seen by
+// both.
 func TestEtcdRestart(t *testing.T) {
 	etcd := testserver.StartEtcd(t)
 	a, b := testProvider(t, etcd.Addr), testProvider(t, etcd.Addr)
@@ -182,7 +183,7 @@ func TestEtcdRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sa.waitFor(t, "a", "a", "b")
-	etcd.Restart(t, etcdLeaseTTL+time.Second)
+	etcd.Restart(t, 10*time.Second)
 	var sc seen
 	if err := testProvider(t, etcd.Addr).join(member("c", 3), sc.publish); err != nil {
 		t.Fatal(err)
@@ -198,6 +199,57 @@ func TestEtcdRestart(t *testing.T) {
 	case <-time.After(etcdLeaseTTL + time.Second): // past the leases' first deadline
 	}
 	sc.waitFor(t, "c", "a", "b", "c")
+}
+
+// TestEtcdKeyDeleted: a member whose key is deleted while its lease runs
+// (etcdctl del) is gone for the others too, and says so.
+func TestEtcdKeyDeleted(t *testing.T) {
+	addr := testserver.Etcd(t)
+	a := testProvider(t, addr)
+	var sa seen
+	if err := a.join(member("a", 1), sa.publish); err != nil {
+		t.Fatal(err)
+	}
+	sa.waitFor(t, "a", "a")
+	if _, err := a.client.Delete(context.Background(), a.key); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-a.lost:
+		if !strings.Contains(err.Error(), "no longer in etcd") {
+			t.Errorf("lost: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not report its key deleted in 10 s")
+	}
+}
+
+// TestEtcdCompactedWatch: the revision after a list is compacted away
+// before the watch starts (the watch fails at once): the provider lists
+// again and sees the member that joined meanwhile.
+func TestEtcdCompactedWatch(t *testing.T) {
+	addr := testserver.Etcd(t)
+	a, b := testProvider(t, addr), testProvider(t, addr)
+	var sa, sb seen
+	var once sync.Once
+	a.afterList = func() {
+		once.Do(func() {
+			if err := b.join(member("b", 2), sb.publish); err != nil {
+				t.Error(err)
+			}
+			res, err := b.client.Put(context.Background(), "/acktor-test/other", "x")
+			if err == nil {
+				_, err = b.client.Compact(context.Background(), res.Header.Revision)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := a.join(nil, sa.publish); err != nil {
+		t.Fatal(err)
+	}
+	sa.waitFor(t, "a", "b")
 }
 
 func TestEtcdRegisterFails(t *testing.T) {

@@ -402,6 +402,9 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 		return nil
 	}
 	if err := waitMembers(ctx, node, cfg.Job.Members, cfg.Tracker.WaitMembers); err != nil {
+		if lost := expelled(); lost != nil {
+			err = lost
+		}
 		return &exitError{code: 1, msg: err.Error()}
 	}
 	if cfg.Job.Source == "ingest" {

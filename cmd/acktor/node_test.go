@@ -187,7 +187,7 @@ func TestNodeLeaseLostEtcd(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the worker still runs 20 s after its lease was revoked")
 	}
-	if b, _ := os.ReadFile(paths[1] + ".log"); !strings.Contains(string(b), "ran out: the other members count this one gone for good") {
+	if b, _ := os.ReadFile(paths[1] + ".log"); !strings.Contains(string(b), "the other members count this one gone for good") {
 		t.Fatalf("the worker's log does not say why it stopped:\n%s", b)
 	}
 }
