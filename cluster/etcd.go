@@ -26,11 +26,12 @@ import (
 // revision compacted) is followed by a fresh list.
 //
 // A member whose lease ran out (etcd out of reach for longer than the
-// lease) is gone for the others for good: Proto.Actor blocks the id of a
-// member that left. Registering again would not bring it back, so the
-// provider reports it on lost instead, and the node stops; a restart joins
-// as a new member. Keep-alives that stop while the lease still runs (a
-// broken stream) are simply started again.
+// lease), or whose key was deleted, is gone for the others for good:
+// Proto.Actor blocks the id of a member that left. Registering again would
+// not bring it back, so the provider reports it on lost instead, and the
+// node stops; a restart joins as a new member. Keep-alives that stop while
+// the lease still runs (etcd restarted: it extends the leases) are simply
+// started again.
 //
 // Cluster.Shutdown(false) does not call a provider's Shutdown: a member
 // stopped so keeps its key until the process ends and the lease runs out.
