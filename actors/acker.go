@@ -321,7 +321,7 @@ func (a *ackerTask) track(m *messages.Track) {
 	f := fwd[*messages.Track]{make: func() *messages.Track {
 		return &messages.Track{Task: m.Task, Version: a.dir.version, Notify: m.Notify}
 	}}
-	trusted := a.routedBy(m.Version)
+	trusted := a.routedBy(m.Version) || a.routesAlike(m.Routing)
 	for i, id := range m.SpringIds {
 		if o := a.owner(id, trusted); o != a.num {
 			t := f.to(o)
@@ -338,7 +338,7 @@ func (a *ackerTask) track(m *messages.Track) {
 }
 
 // owner is the acker that owns id: this one when the message is trusted
-// (routedBy), without a look at the ring.
+// (routedBy, routesAlike), without a look at the ring.
 func (a *ackerTask) owner(id uint64, trusted bool) int {
 	if trusted {
 		return a.num
@@ -351,6 +351,13 @@ func (a *ackerTask) owner(id uint64, trusted bool) int {
 // (its sender knows better). Tasks send 0: each entry is checked against
 // this acker's ring, which also corrects a sender whose set differs.
 func (a *ackerTask) routedBy(v uint64) bool { return v > a.dir.version }
+
+// routesAlike says whether a task routed every entry of a message by an
+// acker set that routes as this acker's does (Routing): then each entry is
+// this acker's, without a look at the ring.
+func (a *ackerTask) routesAlike(routing uint64) bool {
+	return routing != 0 && routing == a.dir.routing
+}
 
 // trackerOK says whether a Track's sender may open records: a spout task
 // of the topology, or a remote client that names its actor (remembered).
@@ -394,7 +401,7 @@ func (a *ackerTask) ack(m *messages.AckBatch) {
 		return
 	}
 	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.version} }}
-	trusted := a.routedBy(m.Version)
+	trusted := a.routedBy(m.Version) || a.routesAlike(m.Routing)
 	for i, id := range m.SpringIds {
 		if o := a.owner(id, trusted); o != a.num {
 			b := f.to(o)

@@ -39,6 +39,7 @@ func BenchmarkAckerActor(b *testing.B) {
 	c := startMember(b, rt)
 	acker := c.Get(AckerIdentity(0), KindAcker)
 	root := c.ActorSystem.Root
+	routing := rt.env.dir.Load().routing // as the tasks stamp their messages
 	rounds := max(1, b.N/(2*batch))
 
 	b.ResetTimer()
@@ -58,8 +59,8 @@ func BenchmarkAckerActor(b *testing.B) {
 
 	start = time.Now()
 	for r := range rounds {
-		tr := &messages.Track{Task: 0, SpringIds: make([]uint64, batch), InitXors: make([]uint64, batch)}
-		ack := &messages.AckBatch{SpringIds: make([]uint64, batch), XorDeltas: make([]uint64, batch)}
+		tr := &messages.Track{Task: 0, SpringIds: make([]uint64, batch), InitXors: make([]uint64, batch), Routing: routing}
+		ack := &messages.AckBatch{SpringIds: make([]uint64, batch), XorDeltas: make([]uint64, batch), Routing: routing}
 		for i := range batch {
 			id := uint64(r*batch + i)
 			tr.SpringIds[i], tr.InitXors[i] = id, id|1

@@ -296,7 +296,8 @@ func (c *Collector) fold(r, d uint64) {
 		c.lastAck.XorDeltas[len(c.lastAck.XorDeltas)-1] ^= d
 		return
 	}
-	a := c.env.dir.Load().ackerOf(r)
+	dir := c.env.dir.Load()
+	a := dir.ackerOf(r)
 	if a >= len(c.acks) { // SetAckers added ackers
 		c.acks = append(c.acks, make([]*messages.AckBatch, a+1-len(c.acks))...)
 		c.ackSize = append(c.ackSize, make([]int, a+1-len(c.ackSize))...)
@@ -304,7 +305,10 @@ func (c *Collector) fold(r, d uint64) {
 	b := c.acks[a]
 	if b == nil {
 		b = c.env.recycle.ackBatch(c.capFor(c.ackSize[a]))
+		b.Routing = dir.routing
 		c.acks[a] = b
+	} else if b.Routing != dir.routing {
+		b.Routing = 0 // routed by two acker sets: the acker checks each entry
 	}
 	if n := len(b.SpringIds); n > 0 && b.SpringIds[n-1] == r {
 		b.XorDeltas[n-1] ^= d

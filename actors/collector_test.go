@@ -310,3 +310,28 @@ func TestRecycledAckBatch(t *testing.T) {
 		t.Fatalf("batch after recycling %+v, want root 3 alone, version 0", read)
 	}
 }
+
+// TestAckBatchRouting: an ack batch is stamped with the acker set its
+// entries were routed by, and with none once they were routed by two.
+func TestAckBatchRouting(t *testing.T) {
+	w := newWiring(t, 1)
+	spout, p := w.collector(0), w.collector(1)
+	for id := uint64(1); id <= 3; id++ {
+		spout.emitRoot(id, id, 0, "w")
+	}
+	spout.flush()
+	in := w.received(t, 1)
+	dir := w.env.dir.Load()
+	p.Ack(in[0])
+	p.flush()
+	if len(w.acks) != 1 || w.acks[0].Routing != dir.routing || dir.routing == 0 {
+		t.Fatalf("batch %+v, want routing %x", w.acks, dir.routing)
+	}
+	p.Ack(in[1])
+	w.env.dir.Store(newDirectory(dir.version+1, dir.ackers, dir.replicas+1)) // another ring, the same acker
+	p.Ack(in[2])
+	p.flush()
+	if len(w.acks) != 2 || len(w.acks[1].SpringIds) != 2 || w.acks[1].Routing != 0 {
+		t.Fatalf("batch routed by two sets %+v, want routing 0", w.acks[1])
+	}
+}

@@ -24,12 +24,14 @@ type directory struct {
 	version  uint64
 	ackers   int
 	replicas int
+	routing  uint64 // ackers<<32 | replicas: directories alike in it route alike
 	table    *ring.Table
 	num      []int32 // table index -> acker number
 }
 
 func newDirectory(version uint64, ackers, replicas int) *directory {
-	d := &directory{version: version, ackers: ackers, replicas: replicas}
+	d := &directory{version: version, ackers: ackers, replicas: replicas,
+		routing: uint64(ackers)<<32 | uint64(uint32(replicas))}
 	if ackers == 0 {
 		return d
 	}

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster/ring"
+	"github.com/acktor/acktor/messages"
 )
 
 // TestDirectoryFollowsTheRing: roots go where the paper's ring puts them,
@@ -120,5 +122,61 @@ func TestSetAckersRejects(t *testing.T) {
 		if err := rt.SetAckers(context.Background(), nil, tc.set); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%d ackers, set %d: %v, want %q", tc.ackers, tc.set, err, tc.want)
 		}
+	}
+}
+
+// TestAckerTrustsItsOwnRouting: an acker takes every entry of a Track
+// stamped with its own acker set's routing without looking at its ring,
+// and checks (and passes on) the entries of one stamped with another set's
+// or with none.
+func TestAckerTrustsItsOwnRouting(t *testing.T) {
+	var bb Builder
+	bb.Spout("s", 1, func(int, int) (source.Source, error) { return idleSource{}, nil })
+	topo, err := bb.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.Log = 2, quietLog()
+	rt, err := New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startMember(t, rt)
+	dir := rt.env.dir.Load()
+	var foreign []uint64 // roots acker/1 owns
+	for id := uint64(1); len(foreign) < 10; id++ {
+		if dir.ackerOf(id) == 1 {
+			foreign = append(foreign, id)
+		}
+	}
+	forwarded := func() uint64 {
+		t.Helper()
+		res, err := c.Request(AckerIdentity(0), KindAcker, &messages.AckerStatsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*messages.AckerStats).Forwarded
+	}
+	for _, tc := range []struct {
+		name    string
+		routing uint64
+		passed  uint64
+	}{
+		{"its own routing: trusted", dir.routing, 0},
+		{"another set's routing: checked", dir.routing + 1, 10},
+		{"no routing: checked", 0, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := forwarded()
+			tr := &messages.Track{Task: 0, SpringIds: foreign, InitXors: make([]uint64, len(foreign)), Routing: tc.routing}
+			for i := range tr.InitXors {
+				tr.InitXors[i] = 1
+			}
+			c.ActorSystem.Root.Send(c.Get(AckerIdentity(0), KindAcker), tr)
+			if got := forwarded() - before; got != tc.passed {
+				t.Fatalf("acker/0 passed on %d entries, want %d", got, tc.passed)
+			}
+		})
 	}
 }

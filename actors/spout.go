@@ -391,14 +391,18 @@ func (s *spoutTask) emit(p pendingRoot, payload string) {
 	p.deadline = s.deadline
 	s.pending.put(springID, p)
 	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(s.pending.len()))
-	a := s.env.dir.Load().ackerOf(springID)
+	d := s.env.dir.Load()
+	a := d.ackerOf(springID)
 	if a >= len(s.tracks) { // SetAckers added ackers
 		s.tracks = append(s.tracks, make([]*messages.Track, a+1-len(s.tracks))...)
 	}
 	t := s.tracks[a]
 	if t == nil {
 		t = s.env.recycle.track(s.task)
+		t.Routing = d.routing
 		s.tracks[a] = t
+	} else if t.Routing != d.routing {
+		t.Routing = 0 // routed by two acker sets: the acker checks each entry
 	}
 	t.SpringIds = append(t.SpringIds, springID)
 	t.InitXors = append(t.InitXors, initXor)

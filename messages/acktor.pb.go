@@ -83,7 +83,8 @@ type Track struct {
 	// A remote client (not a topology task) sets notify to its own actor:
 	// Completed and Failed for these roots go there. Its task is then a
 	// client id in [2^23, 2^24), the high bits of its springIds.
-	Notify        *Pid `protobuf:"bytes,5,opt,name=notify,proto3" json:"notify,omitempty"`
+	Notify        *Pid   `protobuf:"bytes,5,opt,name=notify,proto3" json:"notify,omitempty"`
+	Routing       uint64 `protobuf:"fixed64,6,opt,name=routing,proto3" json:"routing,omitempty"` // see AckBatch.routing
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -153,6 +154,13 @@ func (x *Track) GetNotify() *Pid {
 	return nil
 }
 
+func (x *Track) GetRouting() uint64 {
+	if x != nil {
+		return x.Routing
+	}
+	return 0
+}
+
 // AckBatch folds deltas: processor -> acker. For each handled tuple and each
 // root it is anchored to, xor_delta = tupleId ^ (ids of the tuples it emitted
 // anchored to that root), folded per root before sending.
@@ -163,7 +171,12 @@ type AckBatch struct {
 	// Set by an acker that passes entries on: the acker set version by which
 	// the receiver owns them all. A receiver that does not know that version
 	// yet takes them as its own. 0 (from tasks): the receiver checks.
-	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// Set by a task: the acker set it routed every entry by, as
+	// ackers << 32 | replicas (the ring depends on nothing else). A receiver
+	// routing by the same set owns them all and skips its ring; 0 (entries
+	// routed by two sets, or a remote client): the receiver checks.
+	Routing       uint64 `protobuf:"fixed64,4,opt,name=routing,proto3" json:"routing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -215,6 +228,13 @@ func (x *AckBatch) GetXorDeltas() []uint64 {
 func (x *AckBatch) GetVersion() uint64 {
 	if x != nil {
 		return x.Version
+	}
+	return 0
+}
+
+func (x *AckBatch) GetRouting() uint64 {
+	if x != nil {
+		return x.Routing
 	}
 	return 0
 }
@@ -1677,20 +1697,22 @@ var File_acktor_proto protoreflect.FileDescriptor
 
 const file_acktor_proto_rawDesc = "" +
 	"\n" +
-	"\facktor.proto\x12\x06acktor\"\x96\x01\n" +
+	"\facktor.proto\x12\x06acktor\"\xb0\x01\n" +
 	"\x05Track\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x02 \x03(\x06R\tspringIds\x12\x1b\n" +
 	"\tinit_xors\x18\x03 \x03(\x06R\binitXors\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12#\n" +
-	"\x06notify\x18\x05 \x01(\v2\v.acktor.PidR\x06notify\"b\n" +
+	"\x06notify\x18\x05 \x01(\v2\v.acktor.PidR\x06notify\x12\x18\n" +
+	"\arouting\x18\x06 \x01(\x06R\arouting\"|\n" +
 	"\bAckBatch\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x1d\n" +
 	"\n" +
 	"xor_deltas\x18\x02 \x03(\x06R\txorDeltas\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion\"C\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x18\n" +
+	"\arouting\x18\x04 \x01(\x06R\arouting\"C\n" +
 	"\bFailRoot\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x18\n" +
