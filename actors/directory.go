@@ -24,18 +24,29 @@ type directory struct {
 	version  uint64
 	ackers   int
 	replicas int
-	routing  uint64 // ackers<<32 | replicas: directories alike in it route alike
+	routing  uint64 // directories alike in it route alike (routingOf)
 	table    *ring.Table
 	num      []int32 // table index -> acker number
 }
 
+// ringScheme numbers the way a directory's ring is built (the point and
+// key hashes, the acker names): change it with them, so that members of two
+// builds never take each other's routing for their own.
+const ringScheme = 1
+
+// routingOf is what a directory's routing rests on, as tasks stamp it on
+// their messages: the ring scheme, the ackers and the points per acker.
+func routingOf(ackers, replicas int) uint64 {
+	return ringScheme<<48 | uint64(ackers)<<32 | uint64(uint32(replicas))
+}
+
 func newDirectory(version uint64, ackers, replicas int) *directory {
-	d := &directory{version: version, ackers: ackers, replicas: replicas,
-		routing: uint64(ackers)<<32 | uint64(uint32(replicas))}
+	d := &directory{version: version, ackers: ackers, replicas: replicas}
 	if ackers == 0 {
 		return d
 	}
 	r := ring.New(replicas)
+	d.routing = routingOf(ackers, r.Replicas())
 	for n := range ackers {
 		r.Add(AckerIdentity(n))
 		_ = r.SetState(AckerIdentity(n), ring.Running) // it was just added

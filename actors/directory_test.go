@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -125,10 +126,10 @@ func TestSetAckersRejects(t *testing.T) {
 	}
 }
 
-// TestAckerTrustsItsOwnRouting: an acker takes every entry of a Track
-// stamped with its own acker set's routing without looking at its ring,
-// and checks (and passes on) the entries of one stamped with another set's
-// or with none.
+// TestAckerTrustsItsOwnRouting: an acker takes every entry of a Track or
+// an AckBatch stamped with its own acker set's routing without looking at
+// its ring, and checks (and passes on) the entries of one stamped with
+// another set's or with none.
 func TestAckerTrustsItsOwnRouting(t *testing.T) {
 	var bb Builder
 	bb.Spout("s", 1, func(int, int) (source.Source, error) { return idleSource{}, nil })
@@ -158,25 +159,48 @@ func TestAckerTrustsItsOwnRouting(t *testing.T) {
 		}
 		return res.(*messages.AckerStats).Forwarded
 	}
+	ones := make([]uint64, len(foreign))
+	for i := range ones {
+		ones[i] = 1
+	}
 	for _, tc := range []struct {
 		name    string
 		routing uint64
 		passed  uint64
 	}{
 		{"its own routing: trusted", dir.routing, 0},
-		{"another set's routing: checked", dir.routing + 1, 10},
+		{"another set's routing: checked", routingOf(2, ring.DefaultReplicas+1), 10},
 		{"no routing: checked", 0, 10},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := forwarded()
-			tr := &messages.Track{Task: 0, SpringIds: foreign, InitXors: make([]uint64, len(foreign)), Routing: tc.routing}
-			for i := range tr.InitXors {
-				tr.InitXors[i] = 1
-			}
-			c.ActorSystem.Root.Send(c.Get(AckerIdentity(0), KindAcker), tr)
-			if got := forwarded() - before; got != tc.passed {
-				t.Fatalf("acker/0 passed on %d entries, want %d", got, tc.passed)
-			}
-		})
+		for _, m := range []any{
+			&messages.Track{Task: 0, SpringIds: foreign, InitXors: ones, Routing: tc.routing},
+			&messages.AckBatch{SpringIds: foreign, XorDeltas: ones, Routing: tc.routing},
+		} {
+			t.Run(fmt.Sprintf("%T/%s", m, tc.name), func(t *testing.T) {
+				before := forwarded()
+				c.ActorSystem.Root.Send(c.Get(AckerIdentity(0), KindAcker), m)
+				if got := forwarded() - before; got != tc.passed {
+					t.Fatalf("acker/0 passed on %d entries, want %d", got, tc.passed)
+				}
+			})
+		}
+	}
+}
+
+// TestTrackRouting: a spout task stamps its Track with the acker set it
+// routed the roots by, and with none once they were routed by two.
+func TestTrackRouting(t *testing.T) {
+	w := newWiring(t, 1)
+	s := &spoutTask{env: w.env, pending: newPendingSet(w.env.cfg.MaxPending),
+		tracks: make([]*messages.Track, 1), col: w.collector(0)}
+	dir := w.env.dir.Load()
+	s.emit(pendingRoot{id: 1}, "a")
+	if tr := s.tracks[0]; tr == nil || tr.Routing != dir.routing || dir.routing == 0 {
+		t.Fatalf("track %+v, want routing %x", tr, dir.routing)
+	}
+	w.env.dir.Store(newDirectory(dir.version+1, dir.ackers, dir.replicas+1)) // another ring, the same acker
+	s.emit(pendingRoot{id: 2}, "b")
+	if tr := s.tracks[0]; len(tr.SpringIds) != 2 || tr.Routing != 0 {
+		t.Fatalf("track routed by two sets %+v, want routing 0", tr)
 	}
 }

@@ -173,9 +173,10 @@ type AckBatch struct {
 	// yet takes them as its own. 0 (from tasks): the receiver checks.
 	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	// Set by a task: the acker set it routed every entry by, as
-	// ackers << 32 | replicas (the ring depends on nothing else). A receiver
-	// routing by the same set owns them all and skips its ring; 0 (entries
-	// routed by two sets, or a remote client): the receiver checks.
+	// scheme << 48 | ackers << 32 | replicas (the ring depends on nothing
+	// else; the scheme numbers how rings are built). A receiver routing by the
+	// same set owns them all and skips its ring; 0 (entries routed by two
+	// sets, or a remote client): the receiver checks.
 	Routing       uint64 `protobuf:"fixed64,4,opt,name=routing,proto3" json:"routing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
