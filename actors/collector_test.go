@@ -281,16 +281,23 @@ func TestLineage(t *testing.T) {
 	}
 }
 
-// TestRecycledAckBatch: an ack batch the acker has read and put back is
-// the next one a collector fills, and it starts empty.
-func TestRecycledAckBatch(t *testing.T) {
+// threeRoots wires one acker, emits roots 1, 2 and 3 from the spout, and
+// returns the processor's collector and the three tuples it received.
+func threeRoots(t *testing.T) (*wiring, *Collector, []*Tuple) {
+	t.Helper()
 	w := newWiring(t, 1)
 	spout, p := w.collector(0), w.collector(1)
 	for id := uint64(1); id <= 3; id++ {
 		spout.emitRoot(id, id, 0, "w")
 	}
 	spout.flush()
-	in := w.received(t, 1)
+	return w, p, w.received(t, 1)
+}
+
+// TestRecycledAckBatch: an ack batch the acker has read and put back is
+// the next one a collector fills, and it starts empty.
+func TestRecycledAckBatch(t *testing.T) {
+	w, p, in := threeRoots(t)
 	p.Ack(in[0])
 	p.Ack(in[1])
 	p.flush()
@@ -314,13 +321,7 @@ func TestRecycledAckBatch(t *testing.T) {
 // TestAckBatchRouting: an ack batch is stamped with the acker set its
 // entries were routed by, and with none once they were routed by two.
 func TestAckBatchRouting(t *testing.T) {
-	w := newWiring(t, 1)
-	spout, p := w.collector(0), w.collector(1)
-	for id := uint64(1); id <= 3; id++ {
-		spout.emitRoot(id, id, 0, "w")
-	}
-	spout.flush()
-	in := w.received(t, 1)
+	w, p, in := threeRoots(t)
 	dir := w.env.dir.Load()
 	p.Ack(in[0])
 	p.flush()
