@@ -261,16 +261,18 @@ type jetStreamSource struct {
 	ready  chan jsItem   // fetched, not handed out; closed when consume returns
 	space  chan struct{} // a token from Next when a paused consume may go on
 	paused atomic.Bool   // consume waits for space
-	// pending is the consumer's messages not yet delivered, as the last
-	// delivery's metadata said, plus those fetched and not handed out.
-	pending atomic.Int64
-	ctx     context.Context
-	cancel  context.CancelFunc // stops the goroutines
-	wg      sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc // stops the goroutines
+	wg     sync.WaitGroup
 
 	mu   sync.Mutex
 	held map[uint64]*jsHeld // by stream sequence
 	err  error              // why consume stopped, if not at the end
+	// pending is the consumer's messages not yet delivered, as the last
+	// delivery's metadata said; inHand those fetched and not yet handed
+	// out. Both change together, so that Backlog never sees a message
+	// counted twice or not at all.
+	pending, inHand int64
 
 	closed bool // set by Close; Next, Done, ... run on the spout's goroutine
 }
@@ -484,7 +486,6 @@ func (s *jetStreamSource) accept(m jetstream.Msg) error {
 		return fmt.Errorf("%w on %s: %v", errNoMetadata, m.Subject(), err)
 	}
 	seq := md.Sequence.Stream
-	s.pending.Store(int64(min(md.NumPending, math.MaxInt64/2)))
 	h := &jsHeld{msg: m, touched: time.Since(s.epoch)}
 	it := jsItem{root: Root{ID: seq, Time: md.Timestamp.UnixNano(),
 		Attempt: int32(min(md.NumDelivered-1, math.MaxInt32))}}
@@ -498,11 +499,13 @@ func (s *jetStreamSource) accept(m jetstream.Msg) error {
 	s.mu.Lock()
 	prev := s.held[seq]
 	s.held[seq] = h // a redelivery of one held replaces it: its ack is the one that counts
+	s.pending, s.inHand = int64(min(md.NumPending, math.MaxInt64/2)), s.inHand+1
 	s.mu.Unlock()
 	select {
 	case s.ready <- it:
 	default:
 		s.mu.Lock()
+		s.inHand--
 		if s.held[seq] == h { // give the earlier delivery, if any, its entry back
 			if prev != nil {
 				s.held[seq] = prev
@@ -584,6 +587,9 @@ func (s *jetStreamSource) Next() (Root, error) {
 		if !ok {
 			return Root{}, s.end()
 		}
+		s.mu.Lock()
+		s.inHand--
+		s.mu.Unlock()
 		if s.paused.Load() && len(s.ready) <= s.buffer/2 {
 			select {
 			case s.space <- struct{}{}:
@@ -663,7 +669,11 @@ func (s *jetStreamSource) Redeliver(id uint64, attempt int32) error {
 // Backlog is the messages of the consumer still to come: those the server
 // had not delivered at the last delivery, and those fetched here and not
 // handed out yet (Backlogger).
-func (s *jetStreamSource) Backlog() int64 { return s.pending.Load() + int64(len(s.ready)) }
+func (s *jetStreamSource) Backlog() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending + s.inHand
+}
 
 // Total is -1: a stream has no known end.
 func (s *jetStreamSource) Total() int64 { return -1 }
