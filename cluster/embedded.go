@@ -21,8 +21,9 @@ type Node struct {
 	System  *actor.ActorSystem
 	Cluster *pcluster.Cluster
 	// Lost receives why the other members count this one gone for good
-	// (its etcd lease ran out); the node should then stop, and a restart
-	// joins as a new member. Nil for providers that never say so.
+	// (its etcd lease ran out, or its key was deleted); the node should
+	// then stop, and a restart joins as a new member. Nil for providers
+	// that never say so.
 	Lost <-chan error
 }
 
