@@ -524,6 +524,41 @@ func TestBadRecordsAndRedelivery(t *testing.T) {
 	}
 }
 
+// TestRedeliveryAfterTheEnd: a root that fails after its source has
+// answered io.EOF goes back to its broker and is pulled again, not lost
+// when the spout sees nothing pending.
+func TestRedeliveryAfterTheEnd(t *testing.T) {
+	var mu sync.Mutex
+	src := &brokerSource{memSource: memSource{lines: []string{"once"}, mu: &mu, done: map[uint64]int{}},
+		redelivers: map[uint64][]int32{}}
+	failed := false
+	var b Builder
+	b.Spout("lines", 1, func(task, tasks int) (source.Source, error) { return src, nil })
+	b.Processor("p", 1, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !failed { // by now the spout has read the end of its one line
+				failed = true
+				c.Fail(tu)
+				return
+			}
+			c.Ack(tu)
+		}), nil
+	}).Shuffle("lines")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := runTopology(t, topo, testConfig(1))
+	if st.Roots != 1 || st.Completed != 1 || st.Replayed != 1 || st.DeadLettered != 0 {
+		t.Fatalf("stats %+v", st.Progress)
+	}
+	if got := fmt.Sprint(src.redelivers[0]); got != "[0]" || src.done[0] != 1 {
+		t.Fatalf("redelivered attempts %s, done %d", got, src.done[0])
+	}
+}
+
 // backlogSource tells how many of its lines are still to come.
 type backlogSource struct{ memSource }
 

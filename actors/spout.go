@@ -522,6 +522,9 @@ func (s *spoutTask) redeliver(rd source.Redeliverer, p pendingRoot, reason strin
 		s.redelivered = map[uint64]int64{}
 	}
 	s.redelivered[p.id] = s.env.now().Add(redeliveredFor).UnixNano()
+	if s.exhausted && s.st.Error == "" { // the end came (io.EOF), and now the root will again
+		s.exhausted = false
+	}
 }
 
 func (s *spoutTask) deadLetter(p pendingRoot, payload, reason string) {

@@ -51,7 +51,9 @@ func (e *BadRecord) Error() string {
 // Redeliverer is a Source whose broker redelivers failed roots itself (a
 // JetStream Nak with a backoff) instead of the spout re-emitting them from
 // Replay. Redeliver is told the attempt that failed (0 for the first); the
-// root comes back through Next with a higher Root.Attempt.
+// root comes back through Next with a higher Root.Attempt, and Next must not
+// answer io.EOF while it is still to come. A spout whose source had answered
+// io.EOF asks Next again after a Redeliver.
 type Redeliverer interface {
 	Redeliver(id uint64, attempt int32) error
 }
