@@ -470,27 +470,22 @@ func (b *brokerSource) Redeliver(id uint64, attempt int32) error {
 	return nil
 }
 
-// TestBadRecordsAndRedelivery: a bad record is dead-lettered with its reason
-// and the source goes on; a failing root goes back to its broker (not to
-// Replay) with the attempt that failed, until it runs out of replays.
-func TestBadRecordsAndRedelivery(t *testing.T) {
-	lines := numbered(300, map[int]string{7: "bad one", 200: "bad two", 50: "flaky", 60: "poison"})
+// brokerTopology is a spout over a brokerSource of lines and a processor
+// of n tasks that fails each tuple fail says so of (under the source's
+// lock) and acks the others.
+func brokerTopology(t *testing.T, lines []string, n int, fail func(value string) bool) (*brokerSource, *Topology) {
+	t.Helper()
 	var mu sync.Mutex
 	src := &brokerSource{memSource: memSource{lines: lines, mu: &mu, done: map[uint64]int{}}, redelivers: map[uint64][]int32{}}
-	flaky := 0
 	var b Builder
-	b.Spout("lines", 1, func(task, tasks int) (source.Source, error) { return src, nil })
-	b.Processor("p", 2, func(TaskInfo) (Processor, error) {
+	b.Spout("lines", 1, func(int, int) (source.Source, error) { return src, nil })
+	b.Processor("p", n, func(TaskInfo) (Processor, error) {
 		return procFunc(func(tu *Tuple, c *Collector) {
 			mu.Lock()
 			defer mu.Unlock()
-			switch v := tu.Values()[0]; {
-			case v == "poison":
+			if fail(tu.Values()[0]) {
 				c.Fail(tu)
-			case v == "flaky" && flaky < 2:
-				flaky++
-				c.Fail(tu)
-			default:
+			} else {
 				c.Ack(tu)
 			}
 		}), nil
@@ -499,6 +494,25 @@ func TestBadRecordsAndRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return src, topo
+}
+
+// TestBadRecordsAndRedelivery: a bad record is dead-lettered with its reason
+// and the source goes on; a failing root goes back to its broker (not to
+// Replay) with the attempt that failed, until it runs out of replays.
+func TestBadRecordsAndRedelivery(t *testing.T) {
+	lines := numbered(300, map[int]string{7: "bad one", 200: "bad two", 50: "flaky", 60: "poison"})
+	flaky := 0
+	src, topo := brokerTopology(t, lines, 2, func(v string) bool {
+		switch {
+		case v == "poison":
+			return true
+		case v == "flaky" && flaky < 2:
+			flaky++
+			return true
+		}
+		return false
+	})
 	sink := &sinkRecorder{}
 	cfg := testConfig(1)
 	cfg.MaxReplays, cfg.DeadLetters = 3, sink
@@ -528,28 +542,14 @@ func TestBadRecordsAndRedelivery(t *testing.T) {
 // answered io.EOF goes back to its broker and is pulled again, not lost
 // when the spout sees nothing pending.
 func TestRedeliveryAfterTheEnd(t *testing.T) {
-	var mu sync.Mutex
-	src := &brokerSource{memSource: memSource{lines: []string{"once"}, mu: &mu, done: map[uint64]int{}},
-		redelivers: map[uint64][]int32{}}
 	failed := false
-	var b Builder
-	b.Spout("lines", 1, func(task, tasks int) (source.Source, error) { return src, nil })
-	b.Processor("p", 1, func(TaskInfo) (Processor, error) {
-		return procFunc(func(tu *Tuple, c *Collector) {
-			mu.Lock()
-			defer mu.Unlock()
-			if !failed { // by now the spout has read the end of its one line
-				failed = true
-				c.Fail(tu)
-				return
-			}
-			c.Ack(tu)
-		}), nil
-	}).Shuffle("lines")
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, topo := brokerTopology(t, []string{"once"}, 1, func(string) bool {
+		if !failed { // by now the spout has read the end of its one line
+			failed = true
+			return true
+		}
+		return false
+	})
 	st := runTopology(t, topo, testConfig(1))
 	if st.Roots != 1 || st.Completed != 1 || st.Replayed != 1 || st.DeadLettered != 0 {
 		t.Fatalf("stats %+v", st.Progress)
