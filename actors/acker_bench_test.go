@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/cluster"
+
 	"github.com/acktor/acktor/actors/ledger"
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
@@ -19,24 +21,31 @@ func (idleSource) Done(uint64)                   {}
 func (idleSource) Total() int64                  { return 0 }
 func (idleSource) Close() error                  { return nil }
 
+// startAckers runs a topology of one idle spout with the given ackers on
+// an embedded member: the ackers hear only what the caller sends them.
+func startAckers(tb testing.TB, ackers int) (*Runtime, *cluster.Cluster) {
+	tb.Helper()
+	var bb Builder
+	bb.Spout("s", 1, func(int, int) (source.Source, error) { return idleSource{}, nil })
+	topo, err := bb.Build()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.Log = ackers, quietLog()
+	rt, err := New(topo, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rt, startMember(tb, rt)
+}
+
 // BenchmarkAckerActor pushes XOR folds (one init and one ack per root, in
 // batches of 512, roots completing as they go) through one acker actor and
 // through a bare Ledger in the same run; "ratio" is actor/ledger.
 func BenchmarkAckerActor(b *testing.B) {
 	const batch = 512
-	var bb Builder
-	bb.Spout("s", 1, func(int, int) (source.Source, error) { return idleSource{}, nil })
-	topo, err := bb.Build()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Ackers, cfg.Log = 1, quietLog()
-	rt, err := New(topo, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := startMember(b, rt)
+	rt, c := startAckers(b, 1)
 	acker := c.Get(AckerIdentity(0), KindAcker)
 	root := c.ActorSystem.Root
 	routing := rt.env.dir.Load().routing // as the tasks stamp their messages

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster/ring"
 	"github.com/acktor/acktor/messages"
 )
@@ -131,19 +130,7 @@ func TestSetAckersRejects(t *testing.T) {
 // its ring, and checks (and passes on) the entries of one stamped with
 // another set's or with none.
 func TestAckerTrustsItsOwnRouting(t *testing.T) {
-	var bb Builder
-	bb.Spout("s", 1, func(int, int) (source.Source, error) { return idleSource{}, nil })
-	topo, err := bb.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.Ackers, cfg.Log = 2, quietLog()
-	rt, err := New(topo, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := startMember(t, rt)
+	rt, c := startAckers(t, 2)
 	dir := rt.env.dir.Load()
 	var foreign []uint64 // roots acker/1 owns
 	for id := uint64(1); len(foreign) < 10; id++ {

@@ -10,13 +10,13 @@ import (
 // builds one, arrays and all: the tracking messages (Track, AckBatch,
 // Completed), which user code never sees and their receivers keep nothing
 // of, and the tuple batches of processors that keep no tuple past Process
-// (Reusers, and the runtime's own Counter) once every tuple is done. Reusing them spares the
-// allocation and zeroing of their arrays, a few words per tuple per hop,
-// and the collections that churn would bring on: with its roots in flight
-// bounded, a tracked topology's live heap is small, so the collector runs
-// often. A sender never recycles what it sent, since a message to another
-// member is serialised after Send returns; its receiver there recycles its
-// own copy.
+// (Reusers, and the runtime's own Counter) once every tuple is done.
+// Reusing them spares the allocation and zeroing of their arrays, a few
+// words per tuple per hop, and the collections that churn would bring on:
+// with its roots in flight bounded, a tracked topology's live heap is
+// small, so the collector runs often. A sender never recycles what it
+// sent, since a message to another member is serialised after Send
+// returns; its receiver there recycles its own copy.
 type recycler struct {
 	tracks    sync.Pool // *messages.Track
 	acks      sync.Pool // *messages.AckBatch

@@ -25,10 +25,10 @@ type Processor interface {
 
 // Reuser is implemented by a processor that keeps no *Tuple, and no slice
 // that Values or Roots returned, once Process has returned (the strings
-// themselves it may keep). Its task then reuses the memory of each input batch whose
-// tuples were all acked or failed, as Flink does with object reuse
-// enabled: about 100 bytes per tuple less to allocate and collect. The
-// runtime's own Counter is treated so without it.
+// themselves it may keep). Its task then reuses the memory of each input
+// batch whose tuples were all acked or failed, as Flink does with object
+// reuse enabled: about 100 bytes per tuple less to allocate and collect.
+// The runtime's own Counter is treated so without it.
 type Reuser interface {
 	Processor
 	ReusesTuples()

@@ -62,6 +62,16 @@ func testProvider(t *testing.T, addr string) *etcdProvider {
 	return p
 }
 
+// joined joins p as member id (nil: a client) and returns what it sees.
+func joined(t *testing.T, p *etcdProvider, self *pcluster.Member) *seen {
+	t.Helper()
+	s := &seen{}
+	if err := p.join(self, s.publish); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func member(id string, port int32) *pcluster.Member {
 	return &pcluster.Member{Id: id, Host: "127.0.0.1", Port: port, Kinds: []string{"k"}}
 }
@@ -109,10 +119,7 @@ func TestEtcdMembers(t *testing.T) {
 	for i := range ids {
 		ss[i].waitFor(t, ids[i], ids...)
 	}
-	var sc seen
-	if err := testProvider(t, addr).join(nil, sc.publish); err != nil {
-		t.Fatal(err)
-	}
+	sc := joined(t, testProvider(t, addr), nil)
 	sc.waitFor(t, "the client", ids...)
 
 	if _, err := ps[0].client.Put(context.Background(), ps[0].prefix+"junk", "{not a member"); err != nil {
@@ -136,13 +143,8 @@ func TestEtcdMembers(t *testing.T) {
 func TestEtcdLeaseLost(t *testing.T) {
 	addr := testserver.Etcd(t)
 	a, b := testProvider(t, addr), testProvider(t, addr)
-	var sa, sb seen
-	if err := a.join(member("a", 1), sa.publish); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.join(member("b", 2), sb.publish); err != nil {
-		t.Fatal(err)
-	}
+	joined(t, a, member("a", 1))
+	sb := joined(t, b, member("b", 2))
 	sb.waitFor(t, "b", "a", "b")
 	select {
 	case err := <-a.lost:
@@ -175,19 +177,10 @@ func TestEtcdLeaseLost(t *testing.T) {
 func TestEtcdRestart(t *testing.T) {
 	etcd := testserver.StartEtcd(t)
 	a, b := testProvider(t, etcd.Addr), testProvider(t, etcd.Addr)
-	var sa, sb seen
-	if err := a.join(member("a", 1), sa.publish); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.join(member("b", 2), sb.publish); err != nil {
-		t.Fatal(err)
-	}
+	sa, sb := joined(t, a, member("a", 1)), joined(t, b, member("b", 2))
 	sa.waitFor(t, "a", "a", "b")
 	etcd.Restart(t, 10*time.Second)
-	var sc seen
-	if err := testProvider(t, etcd.Addr).join(member("c", 3), sc.publish); err != nil {
-		t.Fatal(err)
-	}
+	sc := joined(t, testProvider(t, etcd.Addr), member("c", 3))
 	sa.waitFor(t, "a", "a", "b", "c")
 	sb.waitFor(t, "b", "a", "b", "c")
 	sc.waitFor(t, "c", "a", "b", "c")
@@ -206,11 +199,7 @@ func TestEtcdRestart(t *testing.T) {
 func TestEtcdKeyDeleted(t *testing.T) {
 	addr := testserver.Etcd(t)
 	a := testProvider(t, addr)
-	var sa seen
-	if err := a.join(member("a", 1), sa.publish); err != nil {
-		t.Fatal(err)
-	}
-	sa.waitFor(t, "a", "a")
+	joined(t, a, member("a", 1)).waitFor(t, "a", "a")
 	if _, err := a.client.Delete(context.Background(), a.key); err != nil {
 		t.Fatal(err)
 	}

@@ -193,13 +193,11 @@ func (c *collector) queryCounters(names []string) []*actors.CounterResult {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if r, err := c.s.rt.Query(ctx, c.s.c, name, &messages.CounterQuery{}); err == nil {
 				out[i] = r
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return out
