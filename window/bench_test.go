@@ -140,7 +140,14 @@ func (d *denseMatrix) update(cols []uint32, i, n int) {
 // same machine's noise. The yardstick leaves out the dense matrix's own
 // expiry, a pass over every key's row per pane; dense-expiry-ns/op is that
 // pass, timed once here, shared among the updates of one pane.
-func reportDense(b *testing.B, cols []uint32, i, n int, pane time.Duration) {
+//
+// For uniform keys, where almost every update is a (key, pane) cell of its
+// own, it also times the floor (floor-ns/op, x-floor): what any exact
+// window with a running total must do per cell, whatever else it does —
+// add the cell into its key's total and, one window later, take it out
+// again: two read-modify-writes at random places of the total vector, in
+// a tight loop. Nothing else is in it: no pane, no index, no clock.
+func reportDense(b *testing.B, cols []uint32, i, n int, pane time.Duration, uniform bool) {
 	b.StopTimer()
 	d := newDense()
 	start := time.Now()
@@ -154,6 +161,28 @@ func reportDense(b *testing.B, cols []uint32, i, n int, pane time.Duration) {
 	d.expire()
 	perPane := pane.Seconds() * benchRate
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/perPane, "dense-expiry-ns/op")
+	if uniform {
+		start = time.Now()
+		d.floor(cols, i, n)
+		floor := float64(time.Since(start).Nanoseconds()) / float64(n)
+		b.ReportMetric(floor, "floor-ns/op")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/floor, "x-floor")
+	}
+}
+
+// floor does n updates' unavoidable work on the total vector: each
+// update's key in, and the key of the update one window earlier (a
+// different random key) out.
+func (d *denseMatrix) floor(cols []uint32, i, n int) {
+	const lag = int(benchWindow/time.Second) * benchRate
+	mask := len(cols) - 1
+	for j := i; j < i+n; j++ {
+		in, out := &d.totals[cols[j&mask]], &d.totals[cols[(j-lag)&mask]]
+		in.count++
+		in.sum++
+		out.count--
+		out.sum--
+	}
 }
 
 // expire subtracts the pane's rows from the total vector and clears them,
@@ -187,7 +216,7 @@ func BenchmarkAdd(b *testing.B) {
 				}
 				s.i++
 			}
-			reportDense(b, s.cols, from, b.N, shape.pane)
+			reportDense(b, s.cols, from, b.N, shape.pane, !shape.zipf)
 			reportCells(b, s.w)
 		})
 	}
@@ -237,7 +266,7 @@ func BenchmarkAddIndex(b *testing.B) {
 			for range b.N {
 				s.step()
 			}
-			reportDense(b, s.cols, from, b.N, shape.pane)
+			reportDense(b, s.cols, from, b.N, shape.pane, !shape.zipf)
 			reportCells(b, s.w)
 		})
 		delete(benchStates, shape)
