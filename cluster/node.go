@@ -203,6 +203,7 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 			if ep != nil {
 				_ = ep.Shutdown(false)
 			}
+			stopStarted(c)
 			err = fmt.Errorf("cluster: starting member: %v", r)
 		}
 	}()
@@ -217,6 +218,22 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	}
 	return n, nil
 }
+
+// stopStarted stops what a failed StartMember or StartClient had started,
+// so that the process can try again: the remote's server, which holds the
+// member's port, and the actor system with the gossip and placement actors.
+// The remote's server exists only if Remote.Start got past listening, which
+// is when it gives the process registry its address.
+func stopStarted(c *pcluster.Cluster) {
+	if c.Remote != nil && c.ActorSystem.ProcessRegistry.Address != unstartedAddress {
+		c.Remote.Shutdown(false)
+	}
+	c.ActorSystem.Shutdown()
+}
+
+// unstartedAddress is a Proto.Actor actor system's address until its remote
+// listens.
+const unstartedAddress = "nonhost"
 
 // CloseClient leaves the cluster StartClient joined. (Cluster.Shutdown
 // fails on a client in this Proto.Actor version: it has no gossip.)
