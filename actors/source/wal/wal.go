@@ -105,7 +105,8 @@ var (
 	// append may succeed once space is freed (unless the failure came from
 	// an fsync, which leaves the log failed: see Append).
 	ErrNoSpace = errors.New("wal: no space left for the log")
-	// ErrClosed is returned by calls on a closed log.
+	// ErrClosed is returned by calls on a closed log. An append that
+	// returns it wrote nothing.
 	ErrClosed = errors.New("wal: log is closed")
 	// ErrOutOfRange is wrapped by the error of a read before Start (deleted
 	// by retention) or past End.
@@ -228,10 +229,16 @@ type Options struct {
 	hooks *hooks // tests: injected faults
 }
 
-// hooks let tests inject I/O faults.
+// hooks let tests inject I/O faults and order goroutines.
 type hooks struct {
 	writeAt func(f *os.File, b []byte, off int64) (int, error)
 	sync    func(f *os.File) error
+	// closing runs in Close once the log is marked closed, before Close
+	// waits for the fsyncs under way.
+	closing func()
+	// closeWait runs in an EveryAppend append that wrote before Close and
+	// is about to wait for Close's fsync.
+	closeWait func()
 }
 
 // normalized returns o with defaults filled in, or an error naming the
@@ -275,6 +282,12 @@ func (o Options) normalized() (Options, error) {
 	}
 	if o.hooks.sync == nil {
 		o.hooks.sync = (*os.File).Sync
+	}
+	if o.hooks.closing == nil {
+		o.hooks.closing = func() {}
+	}
+	if o.hooks.closeWait == nil {
+		o.hooks.closeWait = func() {}
 	}
 	return o, nil
 }
@@ -426,6 +439,12 @@ type Log struct {
 	kick     chan struct{} // grouped: an append waits for a sync
 	stop     chan struct{} // grouped: Close
 	syncDone chan struct{} // grouped: the syncer returned
+
+	// closeSynced is made under mu when closed is set, and closed once
+	// Close's final fsync has made every record written durable (or the
+	// log has failed): EveryAppend appenders that wrote before Close wait
+	// for it.
+	closeSynced chan struct{}
 }
 
 const segmentSuffix = ".log"
@@ -714,7 +733,9 @@ func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
 // state is unknown): every later append returns that error, reads go on,
 // and reopening recovers. If ctx ends while the append waits for its fsync,
 // Append returns ctx's error but the records may still become durable
-// (retrying may duplicate them: at least once).
+// (retrying may duplicate them: at least once). On a closed log Append
+// returns ErrClosed and writes nothing; one that wrote before Close is
+// answered by Close's fsync (see Close).
 func (l *Log) Append(ctx context.Context, payloads [][]byte) (uint64, error) {
 	now := l.opts.Now()
 	t := now.UnixNano()
@@ -983,16 +1004,35 @@ func (l *Log) roll(now time.Time) error {
 // syncTo makes the records below end durable (EveryAppend). An fsync that
 // started after they were written covers them, so appenders that queue here
 // behind one fsync share the next.
+//
+// If the log was closed after they were written, Close's final fsync covers
+// them: syncTo waits for it (without syncMu, which Close takes) and returns
+// nil, or the error of the log if that fsync failed. It never returns
+// ErrClosed: the records are written, and may survive.
 func (l *Log) syncTo(end uint64) error {
 	l.syncMu.Lock()
-	defer l.syncMu.Unlock()
 	l.mu.Lock()
+	if l.closed && l.durable < end && l.err == nil {
+		done := l.closeSynced
+		l.mu.Unlock()
+		l.syncMu.Unlock()
+		l.opts.hooks.closeWait()
+		<-done
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch {
+		case l.durable >= end:
+			return nil
+		case l.err != nil:
+			return l.err
+		}
+		return fmt.Errorf("wal: Close neither made records below %d durable nor failed the log", end) // a bug
+	}
+	defer l.syncMu.Unlock()
 	defer l.mu.Unlock()
 	switch {
 	case l.durable >= end:
 		return nil
-	case l.closed:
-		return ErrClosed
 	case l.err != nil:
 		return l.err
 	}
@@ -1118,8 +1158,10 @@ func (l *Log) syncPending() time.Time {
 }
 
 // Close waits for the pending fsync, fsyncs the active segment and closes
-// the files. Appends after Close return ErrClosed. Calling it again does
-// nothing.
+// the files. Appends that wrote before Close and wait for their fsync are
+// answered by Close's: nil, or, if it fails (which fails the log), its
+// error. Appends after Close return ErrClosed and write nothing. Calling it
+// again does nothing.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -1127,7 +1169,9 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	l.closeSynced = make(chan struct{})
 	l.mu.Unlock()
+	l.opts.hooks.closing()
 	if l.stop != nil {
 		close(l.stop)
 		<-l.syncDone
@@ -1141,11 +1185,15 @@ func (l *Log) Close() error {
 		act := l.active()
 		l.stats.Syncs++
 		if serr := l.opts.hooks.sync(act.f); serr != nil {
-			err = fmt.Errorf("wal: fsync %s: %w", act.path, serr)
+			// Appends waiting for this fsync get the error (see syncTo).
+			err = l.fail(fmt.Errorf("fsync %s: %w", act.path, serr))
 		} else {
 			l.publish(l.next) // appends that wrote before Close and wait for EveryAppend's fsync
 		}
 	}
+	// Every record written is now durable or the log failed: the appends
+	// waiting in syncTo have their answer.
+	close(l.closeSynced)
 	close(l.changed)
 	l.closeFiles()
 	unlockDir(l.lock)

@@ -739,3 +739,156 @@ func TestChangedAndWait(t *testing.T) {
 		t.Fatalf("Wait: %v", err)
 	}
 }
+
+// With EveryAppend, an append that wrote before Close and waits for its
+// fsync is answered by Close's fsync: nil if it succeeds (the record is
+// durable), its error if it fails; never ErrClosed, which says nothing was
+// written. An append after Close gets ErrClosed and writes nothing.
+//
+// A's fsync is held until Close has marked the log closed (and is held in
+// the closing hook); B wrote meanwhile and queued behind A's fsync.
+func TestEveryAppendWrittenBeforeClose(t *testing.T) {
+	for _, closeFails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("close fsync fails %v", closeFails), func(t *testing.T) {
+			dir := t.TempDir()
+			inSync, release := make(chan struct{}), make(chan struct{})
+			bWrote, closing, proceed, bWaits := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var syncs, writes atomic.Int32
+			h := &hooks{
+				writeAt: func(f *os.File, b []byte, off int64) (int, error) {
+					n, err := f.WriteAt(b, off)
+					if writes.Add(1) == 2 {
+						close(bWrote)
+					}
+					return n, err
+				},
+				sync: func(f *os.File) error {
+					switch syncs.Add(1) {
+					case 1: // A's
+						close(inSync)
+						<-release
+					case 2: // Close's
+						if closeFails {
+							return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.EIO}
+						}
+					}
+					return f.Sync()
+				},
+				closing:   func() { close(closing); <-proceed },
+				closeWait: func() { close(bWaits) },
+			}
+			l, err := Open(dir, Options{hooks: h})
+			if err != nil {
+				t.Fatal(err)
+			}
+			errA, errB, errClose := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+			go func() { _, err := l.Append(ctx, [][]byte{payload(0)}); errA <- err }()
+			<-inSync
+			go func() { _, err := l.Append(ctx, [][]byte{payload(1)}); errB <- err }()
+			<-bWrote
+			go func() { errClose <- l.Close() }()
+			<-closing // the log is closed; Close waits to take the fsync lock
+			close(release)
+			if err := <-errA; err != nil {
+				t.Fatalf("A, whose fsync began before Close: %v", err)
+			}
+			// B now finds the log closed; let Close go on once B waits for
+			// it (or, wrongly, has returned).
+			var gotB error
+			select {
+			case <-bWaits:
+			case gotB = <-errB:
+				t.Errorf("B returned %v before Close's fsync", gotB)
+			}
+			close(proceed)
+			if gotB == nil {
+				gotB = <-errB
+			}
+			cerr := <-errClose
+			if _, err := l.Append(ctx, [][]byte{payload(2)}); !errors.Is(err, ErrClosed) {
+				t.Errorf("append after Close: %v, want ErrClosed", err)
+			}
+			if closeFails {
+				if !errors.Is(cerr, syscall.EIO) {
+					t.Errorf("Close: %v, want its fsync's EIO", cerr)
+				}
+				if errors.Is(gotB, ErrClosed) || !errors.Is(gotB, syscall.EIO) {
+					t.Errorf("B: %v, want the EIO of Close's fsync, not ErrClosed (B's record was written)", gotB)
+				}
+			} else {
+				if cerr != nil {
+					t.Fatalf("Close: %v", cerr)
+				}
+				if gotB != nil {
+					t.Errorf("B: %v, want nil: Close's fsync made its record durable", gotB)
+				}
+			}
+			l = openLog(t, dir, Options{})
+			end := l.End()
+			// B's record may be there or not after the failed fsync, whole;
+			// the append after Close is not.
+			if end != 2 && (!closeFails || end != 1) {
+				t.Fatalf("reopened End %d, want A and B (or, after the failed fsync, A)", end)
+			}
+			checkRecords(t, readRange(t, l, 0, end, 10), 0)
+		})
+	}
+}
+
+// Close while appenders append, under every policy: an append that returns
+// nil is durable at its offset, and one that returns ErrClosed left nothing
+// in the log (a client may retry it without making a duplicate).
+func TestCloseWhileAppending(t *testing.T) {
+	for _, pol := range []SyncPolicy{EveryAppend, Grouped(time.Millisecond), NoSync} {
+		t.Run(pol.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			l, err := Open(dir, Options{Sync: pol})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			acked := map[uint64]string{}
+			refused := map[string]bool{}
+			var wg sync.WaitGroup
+			for w := range 8 {
+				wg.Go(func() {
+					for i := 0; ; i++ {
+						p := fmt.Sprintf("w%d i%d", w, i)
+						first, err := l.Append(ctx, [][]byte{[]byte(p)})
+						mu.Lock()
+						switch {
+						case err == nil:
+							acked[first] = p
+						case errors.Is(err, ErrClosed):
+							refused[p] = true
+						default:
+							t.Error(err)
+						}
+						mu.Unlock()
+						if err != nil {
+							return
+						}
+					}
+				})
+			}
+			time.Sleep(20 * time.Millisecond)
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			l = openLog(t, dir, Options{})
+			recs := readRange(t, l, 0, l.End(), 1000)
+			for off, p := range acked {
+				if off >= uint64(len(recs)) || string(recs[off].Payload) != p {
+					t.Fatalf("acknowledged %q at offset %d is not in the log", p, off)
+				}
+			}
+			for _, r := range recs {
+				if refused[string(r.Payload)] {
+					t.Fatalf("%q was refused with ErrClosed, yet it is in the log at offset %d", r.Payload, r.Offset)
+				}
+			}
+			t.Logf("%d appends acknowledged, %d refused, End %d", len(acked), len(refused), len(recs))
+		})
+	}
+}
