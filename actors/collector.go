@@ -67,10 +67,11 @@ func childLineage(anchors []*Tuple) (cid uint64, time int64) {
 	return cid, time
 }
 
-// rootContentID is the content id of a spout task's root: stable across
-// replays, distinct across tasks and roots (up to 64-bit hash collisions).
-func rootContentID(task uint32, id uint64) uint64 {
-	if cid := mix64(mix64(uint64(task)+1) ^ id); cid != 0 {
+// rootContentID is the content id of a root with id in scope (a spout
+// task, or a spout component whose source has GlobalIDs): stable across
+// replays, distinct across scopes and roots (up to 64-bit hash collisions).
+func rootContentID(scope uint32, id uint64) uint64 {
+	if cid := mix64(mix64(uint64(scope)+1) ^ id); cid != 0 {
 		return cid
 	}
 	return 1

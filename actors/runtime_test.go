@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -639,5 +640,120 @@ func TestHeldTuplesKeepTheirValues(t *testing.T) {
 	}
 	if st.Completed != 3000 || st.Counters["count"].Applied < 3000 {
 		t.Fatalf("stats %+v, counter %+v", st.Progress, st.Counters["count"])
+	}
+}
+
+// sharedBroker hands its lines out to two spout tasks from one cursor, as
+// a broker's shared consumer does, and a root one task gives back
+// (Redeliver) to the other task. It answers io.EOF only once every root is
+// done: until then a redelivery may still come.
+type sharedBroker struct {
+	mu          sync.Mutex
+	lines       []string
+	next        int
+	again       [2][]source.Root
+	outstanding map[uint64]bool
+	done        map[uint64]int
+}
+
+// brokerTask is one task's view of a sharedBroker.
+type brokerTask struct {
+	b    *sharedBroker
+	task int
+}
+
+func (s *brokerTask) GlobalIDs() {}
+
+func (s *brokerTask) Next() (source.Root, error) {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case len(b.again[s.task]) > 0:
+		r := b.again[s.task][0]
+		b.again[s.task] = b.again[s.task][1:]
+		return r, nil
+	case b.next < len(b.lines):
+		b.next++
+		b.outstanding[uint64(b.next-1)] = true
+		return source.Root{ID: uint64(b.next - 1), Payload: b.lines[b.next-1]}, nil
+	case len(b.outstanding) > 0:
+		return source.Root{}, source.ErrNotReady
+	}
+	return source.Root{}, io.EOF
+}
+
+func (s *brokerTask) Redeliver(id uint64, attempt int32) error {
+	b := s.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	other := 1 - s.task
+	b.again[other] = append(b.again[other], source.Root{ID: id, Payload: b.lines[id], Attempt: attempt + 1})
+	return nil
+}
+
+func (s *brokerTask) Replay(id uint64) (string, error) { return s.b.lines[id], nil }
+func (s *brokerTask) Done(id uint64) {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	delete(s.b.outstanding, id)
+	s.b.done[id]++
+}
+func (s *brokerTask) Total() int64 { return -1 }
+func (s *brokerTask) Close() error { return nil }
+
+// TestRedeliveryToAnotherTask: a root whose first attempt failed after
+// some of its words were counted comes back through the other spout task;
+// it is one root of the run, not two, and under exactly-once its words
+// count once (its content ids derive from the spout, not the task, for a
+// source with GlobalIDs).
+func TestRedeliveryToAnotherTask(t *testing.T) {
+	lines := make([]string, 200)
+	truth := map[string]int64{}
+	for i := range lines {
+		lines[i] = fmt.Sprintf("w%d w%d n%d", i%7, i%5, i)
+		for _, w := range strings.Fields(lines[i]) {
+			truth[w]++
+		}
+	}
+	b := &sharedBroker{lines: lines, outstanding: map[uint64]bool{}, done: map[uint64]int{}}
+	var bld Builder
+	bld.Spout("lines", 2, func(task, _ int) (source.Source, error) { return &brokerTask{b: b, task: task}, nil })
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	bld.Processor("split", 2, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) {
+			line := tu.Values()[0]
+			for _, w := range strings.Fields(line) {
+				_ = c.Emit([]*Tuple{tu}, w)
+			}
+			mu.Lock()
+			first := !failed[line] && len(line)%3 == 0
+			failed[line] = true
+			mu.Unlock()
+			if first { // after its words went out: they count
+				c.Fail(tu)
+				return
+			}
+			c.Ack(tu)
+		}), nil
+	}).Shuffle("lines")
+	bld.Counter("count", 2, CounterOptions{Value: -1, ExactlyOnce: true}, nil).Fields("split", 0)
+	topo, err := bld.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(1)
+	cfg.MaxReplays = 3
+	st := runTopology(t, topo, cfg)
+	if st.Roots != uint64(len(lines)) || st.Completed != st.Roots || st.Replayed == 0 || st.DeadLettered != 0 {
+		t.Fatalf("stats %+v", st.Progress)
+	}
+	got := map[string]int64{}
+	for _, e := range st.Counters["count"].Top {
+		got[e.Key] = int64(e.Count)
+	}
+	if !maps.Equal(got, truth) {
+		t.Fatalf("counts %v, truth %v (%d replayed, %d duplicates dropped)", got, truth, st.Replayed, st.Counters["count"].Duplicates)
 	}
 }

@@ -65,16 +65,11 @@ type spoutTask struct {
 	expired   []pendingRoot // scratch of tick
 	fwd       *forwarder    // set once the task moved to another member
 	early     []any         // Completed and Failed that came before StartSpout
-	// redelivered holds the roots a Redeliverer's broker is to hand out
-	// again (they are no new roots when they come back), each with when it
-	// is forgotten: a broker may hand a root to another task instead.
-	redelivered map[uint64]int64
+	// scope is what root content ids derive from besides the root's id:
+	// the task, or for a source with GlobalIDs its component's first task,
+	// the same whichever task a broker hands the root to.
+	scope uint32
 }
-
-// redeliveredFor is how long a spout task waits for a root it asked its
-// broker to redeliver before it forgets it asked: longer than any backoff
-// and ack wait of a broker's (JetStream's defaults: 30 s each).
-const redeliveredFor = 5 * time.Minute
 
 // minIdleWait is the first wait after a source that had roots is not ready.
 const minIdleWait = 50 * time.Microsecond
@@ -279,6 +274,10 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 		return
 	}
 	s.src = src
+	s.scope = s.task
+	if _, ok := src.(source.GlobalIDs); ok {
+		s.scope = s.env.topo.tasks[s.task].FirstTask
+	}
 	s.st.Total = src.Total()
 	if m.State != nil {
 		s.restore(m.State)
@@ -327,11 +326,8 @@ func (s *spoutTask) pull() {
 func (s *spoutTask) take(r source.Root) {
 	s.idle = 0
 	s.env.stages.source.taken.Add(1)
-	if _, again := s.redelivered[r.ID]; again {
-		delete(s.redelivered, r.ID)
-	} else {
-		s.st.Roots++ // new to this run, if not to its broker
-	}
+	s.st.Roots++ // new to this task; redeliver took a root it handed back off
+
 	if r.Time == 0 {
 		r.Time = s.stamp
 	}
@@ -378,7 +374,7 @@ func (s *spoutTask) schedulePull(wait time.Duration) {
 func (s *spoutTask) emit(p pendingRoot, payload string) {
 	s.seq++
 	springID := uint64(s.task)<<springBits | s.seq&(1<<springBits-1)
-	initXor, err := s.col.emitRoot(springID, rootContentID(s.task, p.id), p.time, payload)
+	initXor, err := s.col.emitRoot(springID, rootContentID(s.scope, p.id), p.time, payload)
 	if err != nil {
 		s.deadLetter(p, payload, err.Error())
 		return
@@ -518,10 +514,12 @@ func (s *spoutTask) redeliver(rd source.Redeliverer, p pendingRoot, reason strin
 		s.env.log.Warnf("spout %s/%d: redelivering root %d: %v", s.info.Component, s.info.Index, p.id, err)
 		return
 	}
-	if s.redelivered == nil {
-		s.redelivered = map[uint64]int64{}
+	// The root is the broker's again, and counts as a root of whichever
+	// task it hands it to next (maybe another): Roots stays a count of
+	// distinct roots over the tasks, so that Completed == Roots at the end.
+	if s.st.Roots > 0 {
+		s.st.Roots--
 	}
-	s.redelivered[p.id] = s.env.now().Add(redeliveredFor).UnixNano()
 	if s.exhausted && s.st.Error == "" { // the end came (io.EOF), and now the root will again
 		s.exhausted = false
 	}
@@ -544,11 +542,6 @@ func (s *spoutTask) tick() {
 		s.st.Failed++
 		s.st.TimedOut++
 		s.retry(p, "passed the spout's deadline")
-	}
-	for id, until := range s.redelivered {
-		if now > until {
-			delete(s.redelivered, id)
-		}
 	}
 	s.flush()
 	s.report()

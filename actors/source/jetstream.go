@@ -678,6 +678,11 @@ func (s *jetStreamSource) Backlog() int64 {
 // Total is -1: a stream has no known end.
 func (s *jetStreamSource) Total() int64 { return -1 }
 
+// GlobalIDs: a stream sequence names one message for every task of the consumer, and a Nak or an ack wait hands it to any of them.
+func (s *jetStreamSource) GlobalIDs() {}
+
+var _ GlobalIDs = (*jetStreamSource)(nil)
+
 // Close stops the goroutines, naks the messages fetched but not handed out,
 // flushes the acks and closes the connection. Calling it again does nothing.
 func (s *jetStreamSource) Close() error {

@@ -984,6 +984,11 @@ func (s *kafkaSource) Done(id uint64) {
 // Total is -1: a topic has no known end.
 func (s *kafkaSource) Total() int64 { return -1 }
 
+// GlobalIDs: a topic, partition and offset name one record for every member of the group, and a rebalance moves a partition to another task.
+func (s *kafkaSource) GlobalIDs() {}
+
+var _ GlobalIDs = (*kafkaSource)(nil)
+
 // Close stops polling, commits the finished prefixes, leaves the group and
 // waits for the source's goroutines. Calling it again does nothing.
 func (s *kafkaSource) Close() error {

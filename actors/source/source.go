@@ -48,6 +48,17 @@ func (e *BadRecord) Error() string {
 	return fmt.Sprintf("source: bad record %d: %s", e.ID, e.Reason)
 }
 
+// GlobalIDs is a Source whose root ids are unique across all the tasks of
+// its Factory, as a broker's are (a partition and offset, a stream
+// sequence), and whose broker may hand a root to any of them: a
+// redelivery, a partition moved to another consumer. Content ids (for
+// exactly-once counting) then derive from the spout component instead of
+// the task, so a root read by two tasks is still one root. A source
+// without it may number each task's roots from 0.
+type GlobalIDs interface {
+	GlobalIDs()
+}
+
 // Redeliverer is a Source whose broker redelivers failed roots itself (a
 // JetStream Nak with a backoff) instead of the spout re-emitting them from
 // Replay. Redeliver is told the attempt that failed (0 for the first); the

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors"
@@ -116,6 +119,63 @@ func TestExactlyOnce(t *testing.T) {
 	}
 	if len(counts) != len(truth) {
 		t.Fatalf("%d words counted, %d in the text", len(counts), len(truth))
+	}
+	for w, n := range truth {
+		if counts[w] != n {
+			t.Fatalf("%q counted %d, truth %d", w, counts[w], n)
+		}
+	}
+}
+
+// TestExactlyOnceJetStream: two spout tasks share a JetStream consumer,
+// and a failed line's Nak brings it back through either of them. Every
+// line is still one root, and its words count once: content ids derive
+// from the spout component for a broker's source, not from the task.
+func TestExactlyOnceJetStream(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer srv.Shutdown()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready in 10 s")
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "L", Subjects: []string{"l"}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	truth := map[string]int64{}
+	for i := range 2000 {
+		line := fmt.Sprintf("a%d b%d c%d d%d e%d", i%50, i%70, i%90, i%110, i%130)
+		for _, w := range strings.Fields(line) {
+			truth[w]++
+		}
+		if _, err := js.Publish(ctx, "l", []byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := actors.DefaultConfig()
+	cfg.Ackers, cfg.Timeout, cfg.MaxReplays, cfg.MaxPending = 2, 2*time.Second, 50, 256
+	src := source.JetStream(source.JetStreamConfig{URL: srv.ClientURL(), Stream: "L", Consumer: "wc", StopAtEnd: true,
+		Backoff: []time.Duration{5 * time.Millisecond}, Fetch: 32})
+	counts, st := run(t, src, Options{Spouts: 2, Splitters: 2, Counters: 2, FailRate: 0.02, Seed: 3, ExactlyOnce: true}, cfg)
+	if st.Roots != 2000 || st.Completed != st.Roots || st.DeadLettered != 0 || st.Replayed == 0 {
+		t.Fatalf("%d roots, %d completed, %d dead-lettered, %d replayed; want 2000 completed after replays",
+			st.Roots, st.Completed, st.DeadLettered, st.Replayed)
+	}
+	if c := st.Counters[CountComponent]; c.Duplicates == 0 {
+		t.Fatalf("replays brought no duplicates: %+v", c)
 	}
 	for w, n := range truth {
 		if counts[w] != n {
