@@ -39,10 +39,11 @@ type CounterOptions struct {
 	// tuple.
 	Key, Value int
 	// ExactlyOnce drops an update whose tuple's content id the task has
-	// already applied, so replays never count twice. The ids of a pane are
-	// forgotten when it leaves the window (a replay that old is late).
+	// already applied, so replays never count twice, whatever time they
+	// come with. The ids of a pane are forgotten when it leaves the window
+	// (a replay that old is late).
 	ExactlyOnce bool
-	// MaxIDs bounds the content ids a task remembers, 11 to 21 bytes each;
+	// MaxIDs bounds the content ids a task remembers, 21 to 64 bytes each;
 	// 0 means DefaultCounterIDs. An update that would pass it is refused
 	// (failed, so replayed later and dead-lettered in the end).
 	MaxIDs int

@@ -2,6 +2,7 @@ package window
 
 import (
 	"errors"
+	"math"
 	"time"
 )
 
@@ -9,153 +10,162 @@ import (
 // is remembered.
 var ErrSeenFull = errors.New("window: Seen holds its limit of ids")
 
-// Seen remembers the ids of the updates a window applied, per pane, so that
-// an update that comes again (a replay) can be dropped: exactly-once within
-// the window. A replay keeps its time, so it falls in the pane of the first
-// attempt; the ids of a pane are forgotten once the pane leaves the window
+// Seen remembers the ids of the updates a window applied, each with its
+// pane, so that an update that comes again (a replay) can be dropped:
+// exactly-once within the window. An id is known whatever the time it
+// comes again with: a replay keeps its root's time, but a root read again
+// by a spout restarted elsewhere is stamped anew, and is still the same
+// update. The ids of a pane are forgotten once the pane leaves the window
 // (Expire), which bounds memory by the window, and by a limit.
 //
-// Ids are non-zero uint64s, kept in open-addressing sets, at most 3/4 full:
-// 11 to 21 bytes an id. Not safe for concurrent use.
+// Ids are non-zero uint64s in one open-addressing table of (id, pane)
+// slots, 16 bytes each. An expired id's slot is free to reuse at once, and
+// the table is rebuilt from its live ids when live, expired and released
+// slots fill 3/4 of it: Expire costs O(panes), not O(ids). 21 to 64 bytes
+// an id. Not safe for concurrent use.
 type Seen struct {
-	pane  int64
-	limit int
-	sets  map[int64]*idSet // by pane number
-	n     int
-	from  int64 // panes before this one are forgotten
+	pane   int64
+	limit  int
+	slots  []seenSlot // a power of two long, or nil
+	used   int        // slots with an id, live or not
+	n      int        // live ids
+	counts map[int64]int
+	from   int64 // panes before this one are forgotten
 }
+
+// seenSlot is an id and its pane; id 0 marks a free slot, a pane before
+// Seen.from one whose id is forgotten (expired or released).
+type seenSlot struct {
+	id   uint64
+	pane int64
+}
+
+// released is the pane of a released id's slot: before every real pane
+// (those are clamped to minPane) and Seen.from, so never live.
+const (
+	released = math.MinInt64
+	minPane  = math.MinInt64 + 1
+)
 
 // NewSeen makes an empty Seen for panes of width pane that holds at most
 // limit ids (limit <= 0: no bound).
 func NewSeen(pane time.Duration, limit int) *Seen {
-	return &Seen{pane: max(int64(pane), 1), limit: limit, sets: map[int64]*idSet{}}
+	return &Seen{pane: max(int64(pane), 1), limit: limit, counts: map[int64]int{}, from: minPane}
 }
 
-// Claim records id for the pane of time t and says whether it is new; a
-// new id past the limit is refused with ErrSeenFull (a known one is still
-// reported as known). Id 0 is never remembered: it reports new.
+// paneOf is the pane of time t.
+func (s *Seen) paneOf(t int64) int64 { return max(floorDiv(t, s.pane), minPane) }
+
+// Claim records id for the pane of time t and says whether it is new; an id
+// known from any pane still in the window is not. A new id past the limit
+// is refused with ErrSeenFull. Id 0 is never remembered, nor an id for a
+// pane already out of the window (the window refuses that update as late):
+// both report new.
 func (s *Seen) Claim(t int64, id uint64) (bool, error) {
-	if id == 0 {
+	p := s.paneOf(t)
+	if id == 0 || p < s.from {
 		return true, nil
 	}
-	p := floorDiv(t, s.pane)
-	set := s.sets[p]
-	if s.limit > 0 && s.n >= s.limit {
-		if set.has(id) {
-			return false, nil
-		}
+	_, found, free := s.find(id)
+	switch {
+	case found:
+		return false, nil
+	case s.limit > 0 && s.n >= s.limit:
 		return false, ErrSeenFull
 	}
-	if set == nil {
-		set = &idSet{}
-		s.sets[p] = set
+	if s.slots[free].id == 0 { // a never used slot, not a forgotten one
+		if 4*(s.used+1) > 3*len(s.slots) {
+			s.rebuild()
+			_, _, free = s.find(id)
+		}
+		s.used++
 	}
-	if !set.add(id) {
-		return false, nil
-	}
+	s.slots[free] = seenSlot{id: id, pane: p}
+	s.counts[p]++
 	s.n++
 	return true, nil
 }
 
-// Release forgets id in the pane of time t: the update it claimed for was
-// not applied after all.
+// Release forgets id if it was claimed for the pane of time t: the update
+// it claimed for was not applied after all.
 func (s *Seen) Release(t int64, id uint64) {
-	if set := s.sets[floorDiv(t, s.pane)]; set != nil && set.remove(id) {
-		s.n--
+	at, found, _ := s.find(id)
+	if p := s.paneOf(t); found && s.slots[at].pane == p {
+		s.slots[at].pane = released
+		s.forget(p, 1)
 	}
 }
 
 // Expire forgets the ids of the panes before the one holding start, the
 // window's start.
 func (s *Seen) Expire(start int64) {
-	from := floorDiv(start, s.pane)
+	from := s.paneOf(start)
 	if from <= s.from {
 		return
 	}
 	s.from = from
-	for p, set := range s.sets {
+	for p, c := range s.counts {
 		if p < from {
-			s.n -= set.n
-			delete(s.sets, p)
+			s.forget(p, c)
 		}
+	}
+}
+
+// forget takes c live ids of pane p off the counts.
+func (s *Seen) forget(p int64, c int) {
+	s.n -= c
+	if s.counts[p] -= c; s.counts[p] == 0 {
+		delete(s.counts, p)
 	}
 }
 
 // Len is the number of ids remembered.
 func (s *Seen) Len() int { return s.n }
 
-// idSet is a set of non-zero content ids: open addressing with linear
-// probing, at most 3/4 full, 8 bytes a slot.
-type idSet struct {
-	slots []uint64
-	n     int
-}
-
-func (s *idSet) has(id uint64) bool {
-	if s == nil || len(s.slots) == 0 {
-		return false
+// find returns id's slot if it is live there, and the first slot on its
+// probe sequence where it could go: a forgotten id's or a never used one.
+// A table with no never used slot left never happens: it is rebuilt at 3/4.
+func (s *Seen) find(id uint64) (at int, found bool, free int) {
+	if s.slots == nil {
+		s.slots = make([]seenSlot, 16)
 	}
-	mask := uint64(len(s.slots) - 1)
-	for i := mix64(id) & mask; ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case id:
-			return true
-		case 0:
-			return false
+	free = -1
+	mask := len(s.slots) - 1
+	for i := int(mix64(id)) & mask; ; i = (i + 1) & mask {
+		switch sl := s.slots[i]; {
+		case sl.id == 0:
+			if free < 0 {
+				free = i
+			}
+			return i, false, free
+		case sl.pane < s.from:
+			if free < 0 {
+				free = i
+			}
+		case sl.id == id:
+			return i, true, free
 		}
 	}
 }
 
-// remove takes id out, shifting back the ids after it that probed past its
-// slot, so that no tombstones are needed; it says whether id was there.
-func (s *idSet) remove(id uint64) bool {
-	if len(s.slots) == 0 {
-		return false
-	}
-	mask := uint64(len(s.slots) - 1)
-	i := mix64(id) & mask
-	for ; s.slots[i] != id; i = (i + 1) & mask {
-		if s.slots[i] == 0 {
-			return false
-		}
-	}
-	for j := (i + 1) & mask; s.slots[j] != 0; j = (j + 1) & mask {
-		// Move slots[j] into the hole at i unless its home lies in (i, j].
-		if home := mix64(s.slots[j]) & mask; (j-home)&mask >= (j-i)&mask {
-			s.slots[i] = s.slots[j]
-			i = j
-		}
-	}
-	s.slots[i] = 0
-	s.n--
-	return true
-}
-
-// add puts id in the set and says whether it was new.
-func (s *idSet) add(id uint64) bool {
-	if (s.n+1)*4 > len(s.slots)*3 {
-		s.grow()
-	}
-	mask := uint64(len(s.slots) - 1)
-	for i := mix64(id) & mask; ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case id:
-			return false
-		case 0:
-			s.slots[i] = id
-			s.n++
-			return true
-		}
-	}
-}
-
-func (s *idSet) grow() {
+// rebuild moves the live ids into a table with room for as many again.
+func (s *Seen) rebuild() {
 	old := s.slots
-	s.slots = make([]uint64, max(16, 2*len(old)))
-	s.n = 0
-	for _, id := range old {
-		if id != 0 {
-			s.add(id)
+	size := 16
+	for size < 2*(s.n+1) {
+		size *= 2
+	}
+	s.slots = make([]seenSlot, size)
+	s.used = 0
+	mask := size - 1
+	for _, sl := range old {
+		if sl.id != 0 && sl.pane >= s.from {
+			i := int(mix64(sl.id)) & mask
+			for s.slots[i].id != 0 {
+				i = (i + 1) & mask
+			}
+			s.slots[i] = sl
+			s.used++
 		}
 	}
 }

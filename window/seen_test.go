@@ -2,83 +2,105 @@ package window
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
 )
 
-// TestIDSetModel checks the open-addressing id set against a map, with
-// removals (which shift later ids back).
-func TestIDSetModel(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	var s idSet
-	model := map[uint64]bool{}
-	for range 50_000 {
-		id := 1 + rng.Uint64N(20_000) // collisions and repeats
-		if rng.IntN(4) == 0 {
-			if got := s.remove(id); got != model[id] {
-				t.Fatalf("remove(%d) = %v, want %v", id, got, model[id])
+// TestSeenModel drives Claim, Release and Expire with random ids and times
+// over many panes against a map of id → pane, with a limit: an id is known
+// from whichever live pane claimed it.
+func TestSeenModel(t *testing.T) {
+	const pane, limit = 10, 3000
+	for _, seed := range []uint64{5, 6, 7} {
+		rng := rand.New(rand.NewPCG(seed, 6))
+		s := NewSeen(time.Duration(pane), limit)
+		model := map[uint64]int64{}
+		start, from := int64(0), int64(math.MinInt64)
+		for i := range 100_000 {
+			tm := start + rng.Int64N(8*pane) - pane // some before the window's start
+			id := 1 + rng.Uint64N(5000)
+			p := floorDiv(tm, pane)
+			switch rng.IntN(10) {
+			case 0:
+				s.Release(tm, id)
+				if q, ok := model[id]; ok && q == p {
+					delete(model, id)
+				}
+			case 1:
+				start += pane
+				s.Expire(start)
+				from = floorDiv(start, pane)
+				for id, q := range model {
+					if q < from {
+						delete(model, id)
+					}
+				}
+			default:
+				fresh, err := s.Claim(tm, id)
+				_, known := model[id]
+				switch {
+				case p < from && (!fresh || err != nil):
+					t.Fatalf("seed %d step %d: claim before the window: %v, %v; want new, not kept", seed, i, fresh, err)
+				case p < from:
+				case known && (fresh || err != nil):
+					t.Fatalf("seed %d step %d: claim of a known id: %v, %v", seed, i, fresh, err)
+				case !known && len(model) >= limit && !errors.Is(err, ErrSeenFull):
+					t.Fatalf("seed %d step %d: claim past the limit: %v, %v", seed, i, fresh, err)
+				case !known && len(model) < limit && (!fresh || err != nil):
+					t.Fatalf("seed %d step %d: claim of a new id: %v, %v", seed, i, fresh, err)
+				case fresh:
+					model[id] = p
+				}
 			}
-			delete(model, id)
-		} else {
-			if got, want := s.add(id), !model[id]; got != want {
-				t.Fatalf("add(%d) = %v, want %v", id, got, want)
+			if s.Len() != len(model) {
+				t.Fatalf("seed %d step %d: %d ids, model %d", seed, i, s.Len(), len(model))
 			}
-			model[id] = true
 		}
-		probe := 1 + rng.Uint64N(40_000)
-		if s.has(probe) != model[probe] {
-			t.Fatalf("has(%d) = %v", probe, !model[probe])
+		if len(s.slots) > 8*max(len(model), limit/2) {
+			t.Errorf("seed %d: %d slots for %d live ids", seed, len(s.slots), len(model))
 		}
 	}
-	if s.n != len(model) {
-		t.Fatalf("%d ids, model %d", s.n, len(model))
+	s := NewSeen(10, 0)
+	if fresh, err := s.Claim(0, 0); !fresh || err != nil {
+		t.Fatalf("id 0: %v, %v; want always new", fresh, err)
 	}
 }
 
-// TestSeenModel drives Claim, Release and Expire with random ids and times
-// over many panes against a map of (pane, id), with a limit.
-func TestSeenModel(t *testing.T) {
-	const pane, limit = 10, 3000
-	rng := rand.New(rand.NewPCG(5, 6))
-	s := NewSeen(time.Duration(pane), limit)
-	model := map[[2]int64]bool{}
-	start := int64(0)
-	for i := range 100_000 {
-		tm := start + rng.Int64N(8*pane) - pane // some before the window's start
-		id := 1 + rng.Uint64N(500)
-		key := [2]int64{floorDiv(tm, pane), int64(id)}
-		switch rng.IntN(10) {
-		case 0:
-			s.Release(tm, id)
-			delete(model, key)
-		case 1:
-			start += pane
-			s.Expire(start)
-			for k := range model {
-				if k[0] < floorDiv(start, pane) {
-					delete(model, k)
-				}
-			}
-		default:
-			fresh, err := s.Claim(tm, id)
-			switch {
-			case model[key] && (fresh || err != nil):
-				t.Fatalf("step %d: claim of a known id: %v, %v", i, fresh, err)
-			case !model[key] && len(model) >= limit && !errors.Is(err, ErrSeenFull):
-				t.Fatalf("step %d: claim past the limit: %v, %v", i, fresh, err)
-			case !model[key] && len(model) < limit && (!fresh || err != nil):
-				t.Fatalf("step %d: claim of a new id: %v, %v", i, fresh, err)
-			}
-			if fresh {
-				model[key] = true
-			}
+// TestSeenAnotherTime: an id read again with a new time (a spout restarted
+// elsewhere stamps its roots anew) is known while its first pane is live,
+// and new once that pane has left the window.
+func TestSeenAnotherTime(t *testing.T) {
+	s := NewSeen(10, 0)
+	for _, step := range []struct {
+		expire int64 // the window's start before the claim; 0: no Expire
+		t      int64
+		fresh  bool
+	}{
+		{0, 35, true},
+		{0, 95, false}, // later pane, same id
+		{0, 5, false},  // earlier pane
+		{30, 99, false},
+		{40, 99, true}, // pane 3 has left the window
+		{40, 120, false},
+	} {
+		if step.expire != 0 {
+			s.Expire(step.expire)
 		}
-		if s.Len() != len(model) {
-			t.Fatalf("step %d: %d ids, model %d", i, s.Len(), len(model))
+		if fresh, err := s.Claim(step.t, 42); fresh != step.fresh || err != nil {
+			t.Fatalf("Claim at %d after the window starts at %d: %v, %v; want %v", step.t, step.expire, fresh, err, step.fresh)
 		}
 	}
-	if fresh, err := s.Claim(0, 0); !fresh || err != nil {
-		t.Fatalf("id 0: %v, %v; want always new", fresh, err)
+	if s.Len() != 1 {
+		t.Fatalf("Len %d, want 1", s.Len())
+	}
+	s.Release(120, 42) // not the pane it was claimed for
+	if s.Len() != 1 {
+		t.Fatalf("Release at another pane forgot the id")
+	}
+	s.Release(95, 42)
+	if fresh, _ := s.Claim(130, 42); !fresh || s.Len() != 1 {
+		t.Fatalf("after Release: Claim %v, Len %d", fresh, s.Len())
 	}
 }
