@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,10 +120,15 @@ func TestIngestPost(t *testing.T) {
 		{"invalid utf-8 in json", "application/json", "[\"\xc3\"]", 400, nil, "not valid UTF-8"},
 		{"empty body", "text/plain", "\n\r\n\n", 400, nil, "no records"},
 		{"empty array", "application/json", "[]", 400, nil, "no records"},
-		{"malformed array", "application/json", `["a", "b"`, 400, nil, "malformed JSON array"},
+		{"malformed array", "application/json", `["a", "b"`, 400, nil, "malformed JSON array: unexpected EOF"},
+		{"missing comma", "application/json", `["a" "b"]`, 400, nil, "malformed JSON array"},
+		{"trailing comma", "application/json", `["a",]`, 400, nil, "malformed JSON array"},
+		{"after the array", "application/json", `["a"] ["b"]`, 400, nil, "data after the array"},
+		{"numbers up to the body limit", "application/json", "[" + strings.Repeat("1,", MaxIngestBody/2-2) + "1]", 400, nil, "element 0: want a JSON string, got 1"},
 		{"object", "application/json", `{"a": 1}`, 400, nil, "want a JSON string or an array of strings"},
 		{"number in array", "application/json", `["a", 1]`, 400, nil, "element 1: want a JSON string"},
 		{"null in array", "application/json", `["a", null]`, 400, nil, "element 1: want a JSON string"},
+		{"object in array", "application/json", `["a", {"b": "c"}]`, 400, nil, `element 1: want a JSON string, got {"b":`},
 		{"empty string", "application/json", `["a", ""]`, 400, nil, "element 1: empty record"},
 		{"trailing data", "application/json", `"a" "b"`, 400, nil, "malformed JSON string"},
 		{"ndjson not a string", "application/x-ndjson", "\"a\"\n{\"b\":1}\n", 400, nil, "line 2: want a JSON string"},
@@ -328,6 +334,7 @@ func TestIngestWebSocket(t *testing.T) {
 		{name: "batch", query: "?batch=json", msg: `["a", "b c"]`, want: []string{"a", "b c"}},
 		{name: "batch of one string", query: "?batch=json", msg: `"a"`, want: []string{"a"}},
 		{name: "malformed batch", query: "?batch=json", msg: `["a", 1]`, status: 400, err: "element 1: want a JSON string"},
+		{name: "batch too long", query: "?batch=json", msg: "[" + strings.Repeat(`"a",`, MaxIngestRecords) + `"a"]`, status: 413, err: "more than 100000 records"},
 		{name: "not json", query: "?batch=json", msg: `a`, status: 400, err: "want a JSON string or an array"},
 		{name: "binary", msg: "a", typ: websocket.MessageBinary, close: websocket.StatusUnsupportedData, err: "binary message"},
 		{name: "message too big", msg: strings.Repeat("a", MaxIngestMessage+1), close: websocket.StatusMessageTooBig},
@@ -543,5 +550,56 @@ func TestIngestGatewayClose(t *testing.T) {
 	}
 	if l.End() != 0 {
 		t.Fatalf("%d records written after Close", l.End())
+	}
+}
+
+// TestParseJSONMemory: a JSON array costs memory in proportion to the
+// records it holds, never to the elements it sends, and past
+// MaxIngestRecords elements it is still 413. The array was decoded whole
+// before the count was checked: 8 MiB of "[1,1,…]" allocated 618 MiB.
+func TestParseJSONMemory(t *testing.T) {
+	// perRecord is what a record held costs beside its bytes: its slice
+	// header and the append growth, and the decoder's garbage per value
+	// (~225 bytes measured, ~250 with -race).
+	const perRecord = 320
+	array := func(elem string, n int) []byte {
+		return []byte("[" + strings.Repeat(elem+",", n-1) + elem + "]")
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+		held int // records parsed before the answer
+		code int // 0: parsed
+		err  string
+	}{
+		{"numbers up to the body limit", array("1", MaxIngestBody/2-1), 0, 400, "element 0: want a JSON string"},
+		{"strings up to the body limit", array(`"a"`, MaxIngestBody/4-1), MaxIngestRecords, 413, "more than 100000 records"},
+		{"a WebSocket message of strings", array(`"a"`, MaxIngestMessage/4-1), MaxIngestRecords, 413, "more than 100000 records"},
+		{"records at the limit", array(`"a"`, MaxIngestRecords), MaxIngestRecords, 0, ""},
+		{"one large record", array(`"`+strings.Repeat("x", MaxIngestBody-8)+`"`, 1), 1, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.body) > MaxIngestBody {
+				t.Fatalf("the body has %d bytes, more than a request may", len(tc.body))
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			recs, err := validRecords(tc.body, parseJSON)
+			runtime.ReadMemStats(&after)
+			// Eight times the body covers the decoder's buffer, which grows
+			// by doubling to hold the largest element.
+			alloc, budget := after.TotalAlloc-before.TotalAlloc, uint64(8*len(tc.body)+perRecord*tc.held)
+			if alloc > budget {
+				t.Fatalf("allocated %d bytes for a body of %d, more than the budget %d", alloc, len(tc.body), budget)
+			}
+			switch {
+			case tc.code == 0 && (err != nil || len(recs) != tc.held):
+				t.Fatalf("%d records, %v; want %d", len(recs), err, tc.held)
+			case tc.code != 0 && (err == nil || err.code != tc.code || !strings.Contains(err.msg, tc.err)):
+				t.Fatalf("error %v, want %d mentioning %q", err, tc.code, tc.err)
+			}
+			t.Logf("allocated %d bytes (%.1f× the body)", alloc, float64(alloc)/float64(len(tc.body)))
+		})
 	}
 }
