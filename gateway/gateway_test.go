@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -280,6 +281,61 @@ func TestStreams(t *testing.T) {
 		}
 	}
 	t.Fatalf("SSE stream ended: %v", sc.Err())
+}
+
+// TestStreamHead: a HEAD of a stream answers the headers a GET would have
+// and returns at once, subscribing to nothing, so that the connection is
+// free for the next request. It was served like a GET: an event stream that
+// never ended, holding a subscriber and the connection.
+func TestStreamHead(t *testing.T) {
+	srv := running(t, "")
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	// do sends a request and reads the answer; reused says whether it went
+	// on a connection that an earlier request had used.
+	do := func(t *testing.T, method, path string) (code int, ct, body string, reused bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { reused = c.Reused }})
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, nil)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return res.StatusCode, res.Header.Get("Content-Type"), string(b), reused
+	}
+	for _, tc := range []struct {
+		path string
+		code int
+		ct   string
+	}{
+		{"/api/stream/status", 200, "text/event-stream"},
+		{"/api/stream/status?every=250ms", 200, "text/event-stream"},
+		{"/api/stream/counters/words?top=2", 200, "text/event-stream"},
+		{"/api/stream/counters/words", 400, "application/json"},
+		{"/api/stream/status?every=1ms", 400, "application/json"},
+		{"/api/stream/counters/split?top=3", 404, "application/json"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			code, ct, body, _ := do(t, http.MethodHead, tc.path)
+			if code != tc.code || ct != tc.ct || body != "" {
+				t.Fatalf("HEAD: %d %q with %d bytes, want %d %q and no body", code, ct, len(body), tc.code, tc.ct)
+			}
+			// The next request goes on the same connection, at once, and
+			// finds no subscriber.
+			_, _, metrics, reused := do(t, http.MethodGet, "/metrics")
+			if !reused || !strings.Contains(metrics, "\nacktor_gateway_subscribers 0\n") {
+				t.Fatalf("after the HEAD: connection reused %v, /metrics:\n%s", reused, metrics)
+			}
+		})
+	}
 }
 
 func TestStreamBadRequests(t *testing.T) {

@@ -73,7 +73,8 @@ type LiveAcker struct {
 
 // streamCounters pushes a counter query's answer (the shape of GET
 // /api/counters/{component}) whenever it changes, at most once per
-// ?every= (default 1s, 100ms..1m).
+// ?every= (default 1s, 100ms..1m). A HEAD answers the headers only (see
+// stream).
 func (s *Server) streamCounters(w http.ResponseWriter, r *http.Request) {
 	q, code, err := counterQuery(r)
 	if err != nil {
@@ -154,8 +155,17 @@ func everyParam(r *http.Request) (time.Duration, error) {
 }
 
 // stream subscribes to a topic and serves it over WebSocket when the
-// request is an upgrade, else as server-sent events.
+// request is an upgrade, else as server-sent events. A HEAD (which the GET
+// patterns also route here) gets the event stream's headers and no
+// subscription: an event stream never ends, so a HEAD served like a GET
+// would hold a subscriber, a poller and the client's connection for good
+// while sending nothing.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, key string, every time.Duration, fetch fetchFunc) {
+	if r.Method == http.MethodHead {
+		sseHeaders(w.Header())
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	sub, err := s.hub.subscribe(key, every, fetch)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -202,10 +212,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, sub *sub
 // an event "dropped" with the reason.
 func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, sub *subscriber) {
 	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	sseHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 	idle := time.NewTicker(keepAlive)
 	defer idle.Stop()
@@ -238,6 +245,15 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, sub *subscribe
 			}
 		}
 	}
+}
+
+// sseHeaders are the headers of an event stream: no caching, and no
+// buffering by a proxy (nginx's X-Accel-Buffering), so that each event
+// goes out when it is written.
+func sseHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
 }
 
 // errorJSON is {"error": msg}, on one line.
