@@ -40,7 +40,7 @@ func BenchmarkCounterRead(b *testing.B) {
 // it: one poll per change, whatever the number of subscribers.
 func BenchmarkPushFanout(b *testing.B) {
 	const subs = 1000
-	s := &Server{log: quiet(), hub: newHub(subs, subBuffer), closing: make(chan struct{})}
+	s := &Server{log: quiet(), hub: newHub(subs, DefaultMaxTopics, subBuffer), closing: make(chan struct{})}
 	ticks := make(chan time.Time)
 	s.hub.tick = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
 	var val atomic.Int64

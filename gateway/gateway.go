@@ -87,9 +87,14 @@ func WithMetrics(m *Metrics) Option { return func(s *Server) { s.metrics = m } }
 // DefaultMaxSubscribers); more are refused with 503.
 func WithMaxSubscribers(n int) Option { return func(s *Server) { s.hub.max = n } }
 
+// WithMaxTopics bounds the distinct streams (query and interval) polled at
+// once (default DefaultMaxTopics); a stream that would start one more is
+// refused with 503, one that is polled already is served.
+func WithMaxTopics(n int) Option { return func(s *Server) { s.hub.maxTopics = n } }
+
 // New makes a gateway over rt running on c. token may be empty (no admin).
 func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.FieldLogger, opts ...Option) *Server {
-	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux(), hub: newHub(DefaultMaxSubscribers, subBuffer),
+	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux(), hub: newHub(DefaultMaxSubscribers, DefaultMaxTopics, subBuffer),
 		closing: make(chan struct{})}
 	for _, o := range opts {
 		o(s)

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -61,10 +63,10 @@ func (split) Process(t *actors.Tuple, c *actors.Collector) {
 	c.Ack(t)
 }
 
-// wordsOver serves a gateway over a word count (lines, split, a counter
-// "words") whose spout reads src; the run ends when the test does, then
-// onEnd runs (before the run is cancelled).
-func wordsOver(t testing.TB, src source.Source, token string, onEnd func()) (*httptest.Server, *actors.Runtime) {
+// wordsOver serves a gateway (with opts) over a word count (lines, split,
+// a counter "words") whose spout reads src; the run ends when the test
+// does, then onEnd runs (before the run is cancelled).
+func wordsOver(t testing.TB, src source.Source, token string, onEnd func(), opts ...Option) (*httptest.Server, *actors.Runtime) {
 	t.Helper()
 	var b actors.Builder
 	b.Spout("lines", 1, func(int, int) (source.Source, error) { return src, nil })
@@ -91,7 +93,7 @@ func wordsOver(t testing.TB, src source.Source, token string, onEnd func()) (*ht
 		defer wg.Done()
 		_, _ = rt.Run(ctx, node.Cluster, nil)
 	}()
-	gw := New(rt, node.Cluster, token, quiet())
+	gw := New(rt, node.Cluster, token, quiet(), opts...)
 	srv := httptest.NewServer(gw.Handler())
 	t.Cleanup(func() {
 		gw.Close()
@@ -107,12 +109,12 @@ func wordsOver(t testing.TB, src source.Source, token string, onEnd func()) (*ht
 }
 
 // running starts a word count that holds open after its lines, and a
-// gateway over it; the run ends when the test does.
-func running(t testing.TB, token string) *httptest.Server {
+// gateway (with opts) over it; the run ends when the test does.
+func running(t testing.TB, token string, opts ...Option) *httptest.Server {
 	t.Helper()
 	lines := []string{"a b a", "c a", "b"}
 	release := make(chan struct{})
-	srv, rt := wordsOver(t, &holdSource{lines: lines, released: release}, token, func() { close(release) })
+	srv, rt := wordsOver(t, &holdSource{lines: lines, released: release}, token, func() { close(release) }, opts...)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if p, ok := rt.Progress(); ok && p.Completed == uint64(len(lines)) {
 			return srv
@@ -355,6 +357,87 @@ func TestStreamBadRequests(t *testing.T) {
 		if code := call(t, "GET", srv.URL+tc.path, "", "", &e); code != tc.code || !strings.Contains(e["error"], tc.want) {
 			t.Errorf("%s: %d %q, want %d mentioning %q", tc.path, code, e["error"], tc.code, tc.want)
 		}
+	}
+}
+
+// TestStreamTopics: intervals that round to the same 100ms share a topic,
+// and past the bound of topics a stream that would start one more is 503
+// while one that joins a topic is served. ?every= was taken to the
+// nanosecond, so that a client could start a poller per request.
+func TestStreamTopics(t *testing.T) {
+	srv := running(t, "", WithMaxTopics(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		path string
+		code int
+		want string // in the error
+	}{
+		{"/api/stream/status?every=100ms", 200, ""}, // the one topic
+		{"/api/stream/status?every=149ms", 200, ""}, // rounds to it
+		{"/api/stream/status?every=100000001ns", 200, ""},
+		{"/api/stream/status?every=150ms", 503, "too many distinct streams: 1 polled, at most 1"},
+		{"/api/stream/status", 503, "too many distinct streams"},
+		{"/api/stream/counters/words?top=2&every=100ms", 503, "too many distinct streams"},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+tc.path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close() // a stream stays open until the test ends
+		if tc.code == 200 {
+			if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+				t.Fatalf("%s: %d %q, want an event stream", tc.path, res.StatusCode, res.Header.Get("Content-Type"))
+			}
+			continue
+		}
+		var e map[string]string
+		if err := json.NewDecoder(res.Body).Decode(&e); err != nil || res.StatusCode != tc.code || !strings.Contains(e["error"], tc.want) {
+			t.Errorf("%s: %d %q (%v), want %d mentioning %q", tc.path, res.StatusCode, e["error"], err, tc.code, tc.want)
+		}
+	}
+}
+
+// TestEveryParam: ?every= is rounded to 100ms, so that distinct values
+// make at most 600 topics per query, and checked before it is rounded.
+func TestEveryParam(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want time.Duration // 0: an error
+	}{
+		{"", time.Second},
+		{"100ms", 100 * time.Millisecond},
+		{"100000001ns", 100 * time.Millisecond},
+		{"149.999ms", 100 * time.Millisecond},
+		{"150ms", 200 * time.Millisecond},
+		{"1.234s", 1200 * time.Millisecond},
+		{"59.99s", time.Minute},
+		{"1m", time.Minute},
+		{"99ms", 0},
+		{"1m0.001s", 0},
+		{"-1s", 0},
+		{"soon", 0},
+	} {
+		got, err := everyParam(httptest.NewRequest("GET", "/api/stream/status?every="+url.QueryEscape(tc.v), nil))
+		switch {
+		case tc.want == 0 && (err == nil || !strings.Contains(err.Error(), "want a duration from 100ms to 1m0s")):
+			t.Errorf("every=%s: %v, %v; want an error", tc.v, got, err)
+		case tc.want != 0 && (err != nil || got != tc.want):
+			t.Errorf("every=%s: %v, %v; want %v", tc.v, got, err, tc.want)
+		}
+	}
+	// A poller per nanosecond was the finding: 10 000 requests, one topic.
+	seen := map[time.Duration]bool{}
+	for i := range 10_000 {
+		d, err := everyParam(httptest.NewRequest("GET", fmt.Sprintf("/?every=%dns", int64(minEvery)+int64(i)), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[d] = true
+	}
+	if len(seen) != 1 {
+		t.Fatalf("10 000 intervals a nanosecond apart make %d topics, want 1", len(seen))
 	}
 }
 

@@ -16,15 +16,16 @@ import (
 // it changed. A subscriber whose buffer is full is dropped with a reason, so
 // a slow client costs at most its buffer.
 type hub struct {
-	mu      sync.Mutex
-	topics  map[string]*topic
-	subs    int
-	max     int // subscribers at most, over every topic
-	buffer  int // updates a subscriber may have unread
-	tick    func(d time.Duration) (<-chan time.Time, func())
-	wg      sync.WaitGroup
-	closed  bool
-	dropped uint64 // slow consumers dropped
+	mu        sync.Mutex
+	topics    map[string]*topic
+	subs      int
+	max       int // subscribers at most, over every topic
+	maxTopics int // topics (pollers) at most
+	buffer    int // updates a subscriber may have unread
+	tick      func(d time.Duration) (<-chan time.Time, func())
+	wg        sync.WaitGroup
+	closed    bool
+	dropped   uint64 // slow consumers dropped
 }
 
 // fetchFunc produces a topic's current value, JSON.
@@ -47,11 +48,15 @@ type subscriber struct {
 	t       *topic
 }
 
-// errTooMany refuses a subscription over the hub's bound.
-var errTooMany = errors.New("too many subscribers")
+// errTooMany refuses a subscription over the hub's bound of subscribers;
+// errTooManyTopics one that would start a poller over its bound of topics.
+var (
+	errTooMany       = errors.New("too many subscribers")
+	errTooManyTopics = errors.New("too many distinct streams")
+)
 
-func newHub(maxSubs, buffer int) *hub {
-	return &hub{topics: map[string]*topic{}, max: maxSubs, buffer: buffer,
+func newHub(maxSubs, maxTopics, buffer int) *hub {
+	return &hub{topics: map[string]*topic{}, max: maxSubs, maxTopics: maxTopics, buffer: buffer,
 		tick: func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
 			return t.C, t.Stop
@@ -60,7 +65,10 @@ func newHub(maxSubs, buffer int) *hub {
 
 // subscribe adds a subscriber to the topic key, starting its poller (fetch
 // every `every`) if it is the first. A late subscriber gets the last value
-// at once.
+// at once. Topics are bounded apart from subscribers: each is a poller
+// that queries the actors, and distinct queries are cheap for a client to
+// make, so a subscriber that would start a topic over maxTopics is refused
+// (errTooManyTopics) while one that joins a topic is not.
 func (h *hub) subscribe(key string, every time.Duration, fetch fetchFunc) (*subscriber, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -71,6 +79,10 @@ func (h *hub) subscribe(key string, every time.Duration, fetch fetchFunc) (*subs
 		return nil, fmt.Errorf("%w: %d, at most %d", errTooMany, h.subs, h.max)
 	}
 	t := h.topics[key]
+	if t == nil && len(h.topics) >= h.maxTopics {
+		return nil, fmt.Errorf("%w: %d polled, at most %d; ask for one that is open (the same query and every) or retry later",
+			errTooManyTopics, len(h.topics), h.maxTopics)
+	}
 	if t == nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		t = &topic{key: key, every: every, fetch: fetch, subs: map[*subscriber]struct{}{}, cancel: cancel}

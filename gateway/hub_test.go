@@ -79,7 +79,7 @@ func pollersGone(t *testing.T, h *hub) {
 }
 
 func newTestHub(max, buffer int) (*hub, *fakeTicks) {
-	h := newHub(max, buffer)
+	h := newHub(max, max, buffer)
 	ft := &fakeTicks{c: make(chan time.Time)}
 	h.tick = ft.tick
 	return h, ft
@@ -191,5 +191,50 @@ func TestHubBounds(t *testing.T) {
 	}
 	if _, err := h.subscribe("a", time.Second, f.fetch); err == nil {
 		t.Fatal("a closed hub took a subscriber")
+	}
+}
+
+// TestHubTopicBound: past maxTopics a subscription that would start a
+// poller is refused, one that joins a topic is not, and a topic that ends
+// frees its place.
+func TestHubTopicBound(t *testing.T) {
+	h := newHub(10, 2, 1)
+	ft := &fakeTicks{c: make(chan time.Time)}
+	h.tick = ft.tick
+	defer pollersGone(t, h)
+	defer h.close()
+	f := &counterFetch{v: "x", seen: make(chan struct{}, 10)}
+	subs := map[string][]*subscriber{}
+	for _, tc := range []struct {
+		key          string
+		ok           bool
+		topics, subs int // after it
+	}{
+		{"a", true, 1, 1},
+		{"b", true, 2, 2},
+		{"c", false, 2, 2}, // a third topic
+		{"a", true, 2, 3},  // joins one
+		{"b", true, 2, 4},
+		{"d", false, 2, 4},
+	} {
+		sub, err := h.subscribe(tc.key, time.Second, f.fetch)
+		if err == nil {
+			subs[tc.key] = append(subs[tc.key], sub)
+		}
+		switch {
+		case tc.ok && err != nil:
+			t.Fatalf("subscribe %s: %v", tc.key, err)
+		case !tc.ok && (!errors.Is(err, errTooManyTopics) || !strings.Contains(err.Error(), "2 polled, at most 2")):
+			t.Fatalf("subscribe %s: %v, want too many topics", tc.key, err)
+		}
+		if topics, subs := h.stats(); topics != tc.topics || subs != tc.subs {
+			t.Fatalf("after %s: %d topics, %d subscribers; want %d, %d", tc.key, topics, subs, tc.topics, tc.subs)
+		}
+	}
+	for _, s := range subs["b"] {
+		h.unsubscribe(s)
+	}
+	if _, err := h.subscribe("c", time.Second, f.fetch); err != nil {
+		t.Fatalf("subscribe c once b ended: %v", err)
 	}
 }

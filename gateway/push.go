@@ -22,6 +22,11 @@ const (
 	defaultEvery = time.Second
 	minEvery     = 100 * time.Millisecond
 	maxEvery     = time.Minute
+	// everyStep is what ?every= is rounded to: the interval is part of a
+	// stream's topic, and at nanosecond precision a client could start as
+	// many pollers as it likes by asking for intervals a nanosecond apart.
+	// Rounded, there are at most 600 intervals per query.
+	everyStep    = 100 * time.Millisecond
 	writeTimeout = 5 * time.Second
 	keepAlive    = 15 * time.Second
 	// subBuffer is how many updates a subscriber may leave unread before
@@ -29,6 +34,10 @@ const (
 	subBuffer = 16
 	// DefaultMaxSubscribers bounds the streams a gateway serves at once.
 	DefaultMaxSubscribers = 10_000
+	// DefaultMaxTopics bounds the distinct streams (query and interval)
+	// polled at once: each is a poller that asks every acker or counter
+	// task once per interval, however many clients watch it.
+	DefaultMaxTopics = 100
 )
 
 // Live is one update of GET /api/stream/status: the run's progress with its
@@ -73,8 +82,8 @@ type LiveAcker struct {
 
 // streamCounters pushes a counter query's answer (the shape of GET
 // /api/counters/{component}) whenever it changes, at most once per
-// ?every= (default 1s, 100ms..1m). A HEAD answers the headers only (see
-// stream).
+// ?every= (default 1s, 100ms..1m, rounded to 100ms). Limits and HEAD are
+// stream's.
 func (s *Server) streamCounters(w http.ResponseWriter, r *http.Request) {
 	q, code, err := counterQuery(r)
 	if err != nil {
@@ -101,7 +110,8 @@ func (s *Server) streamCounters(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// streamStatus pushes Live updates at most once per ?every=.
+// streamStatus pushes Live updates at most once per ?every= (as for
+// streamCounters). Limits and HEAD are stream's.
 func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
 	every, err := everyParam(r)
 	if err != nil {
@@ -141,7 +151,8 @@ func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
 
 func round(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
 
-// everyParam reads ?every=, a duration.
+// everyParam reads ?every=, a duration from minEvery to maxEvery, rounded
+// to everyStep.
 func everyParam(r *http.Request) (time.Duration, error) {
 	v := r.URL.Query().Get("every")
 	if v == "" {
@@ -151,11 +162,16 @@ func everyParam(r *http.Request) (time.Duration, error) {
 	if err != nil || d < minEvery || d > maxEvery {
 		return 0, fmt.Errorf("every %q: want a duration from %v to %v", v, minEvery, maxEvery)
 	}
-	return d, nil
+	return d.Round(everyStep), nil
 }
 
 // stream subscribes to a topic and serves it over WebSocket when the
-// request is an upgrade, else as server-sent events. A HEAD (which the GET
+// request is an upgrade, else as server-sent events. It answers 503 when
+// the gateway serves DefaultMaxSubscribers streams (WithMaxSubscribers)
+// already, and when the stream is not polled already and DefaultMaxTopics
+// distinct ones are (WithMaxTopics): the limits are the gateway's, shared
+// by every client, so 503 (the server is at capacity) rather than 429 (this
+// client asks too often); the error says which limit. A HEAD (which the GET
 // patterns also route here) gets the event stream's headers and no
 // subscription: an event stream never ends, so a HEAD served like a GET
 // would hold a subscriber, a poller and the client's connection for good
