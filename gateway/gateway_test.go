@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -438,6 +439,18 @@ func TestEveryParam(t *testing.T) {
 	}
 	if len(seen) != 1 {
 		t.Fatalf("10 000 intervals a nanosecond apart make %d topics, want 1", len(seen))
+	}
+}
+
+// TestRound: the stages' figures are rounded to a decimal, and -1 (an
+// unstable model) stays -1; it was -0.9.
+func TestRound(t *testing.T) {
+	for _, tc := range []struct{ x, want float64 }{
+		{-1, -1}, {0, 0}, {-0.04, 0}, {0.04, 0}, {0.05, 0.1}, {-0.05, -0.1}, {1.26, 1.3}, {12345.67, 12345.7},
+	} {
+		if got := round(tc.x); got != tc.want || math.Signbit(got) != math.Signbit(tc.want) {
+			t.Errorf("round(%v) = %v, want %v", tc.x, got, tc.want)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -149,7 +150,15 @@ func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func round(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
+// round rounds x to one decimal, half away from zero, so that -1 (an
+// unstable model) stays -1; and 0 is 0, never -0, which JSON would show.
+func round(x float64) float64 {
+	r := math.Round(x*10) / 10
+	if r == 0 {
+		return 0
+	}
+	return r
+}
 
 // everyParam reads ?every=, a duration from minEvery to maxEvery, rounded
 // to everyStep.
