@@ -73,6 +73,11 @@ type Server struct {
 	// WebSocket) end then, as http.Server.Shutdown leaves hijacked ones be.
 	closing   chan struct{}
 	closeOnce sync.Once
+	// ingestLog, set by WithIngest, turns the ingest endpoints on; ingest
+	// serves them.
+	ingestLog  ingestLog
+	ingestIdle time.Duration
+	ingest     *ingest
 }
 
 // Option configures a Server.
@@ -95,9 +100,12 @@ func WithMaxTopics(n int) Option { return func(s *Server) { s.hub.maxTopics = n 
 // New makes a gateway over rt running on c. token may be empty (no admin).
 func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.FieldLogger, opts ...Option) *Server {
 	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux(), hub: newHub(DefaultMaxSubscribers, DefaultMaxTopics, subBuffer),
-		closing: make(chan struct{})}
+		closing: make(chan struct{}), ingestIdle: IngestIdleTimeout}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.ingestLog != nil {
+		s.serveIngest()
 	}
 	s.mux.Handle("GET /metrics", s.metricsHandler())
 	s.mux.HandleFunc("GET /api/status", s.status)

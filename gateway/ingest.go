@@ -58,6 +58,12 @@ const (
 	// a larger one closes the connection with 1009 (message too big).
 	// Records larger than this go through POST.
 	MaxIngestMessage = 1 << 20
+	// IngestIdleTimeout is how long a WebSocket may wait for its client's
+	// next message (pings do not count) before the gateway closes it with
+	// 1008 (policy violation): without it, MaxIngestConns clients that
+	// connect and say nothing hold every slot for good.
+	// WithIngestIdleTimeout changes it.
+	IngestIdleTimeout = time.Minute
 )
 
 // Content types POST /api/ingest accepts.
@@ -147,7 +153,8 @@ type ingestLog interface {
 // stays open after such errors (nothing of that message was written).
 // Protocol errors close it with a reason: a binary message (1003), a
 // message over MaxIngestMessage bytes (1009), the log closed (1001, the
-// node is going away). At most MaxIngestConns connections (503 beyond).
+// node is going away), no message for IngestIdleTimeout (1008: reconnect
+// to send again). At most MaxIngestConns connections (503 beyond).
 //
 // GET /api/ingest answers IngestStats.
 func WithIngest(l *wal.Log) Option {
@@ -158,12 +165,29 @@ func WithIngest(l *wal.Log) Option {
 }
 
 func withIngest(l ingestLog) Option {
+	return func(s *Server) { s.ingestLog = l }
+}
+
+// WithIngestIdleTimeout sets how long an ingest WebSocket may wait for a
+// message before it is closed (default IngestIdleTimeout); 0 or less keeps
+// the default.
+func WithIngestIdleTimeout(d time.Duration) Option {
 	return func(s *Server) {
-		in := &ingest{l: l, log: s.log, slots: make(chan struct{}, MaxIngestRequests), closing: s.closing}
-		s.mux.HandleFunc("POST /api/ingest", in.post)
-		s.mux.HandleFunc("GET /api/ingest", in.stats)
-		s.mux.HandleFunc("GET /api/ingest/ws", in.ws)
+		if d > 0 {
+			s.ingestIdle = d
+		}
 	}
+}
+
+// serveIngest serves the ingest endpoints over s.ingestLog. New calls it
+// once every option is applied, so that their order does not matter.
+func (s *Server) serveIngest() {
+	in := &ingest{l: s.ingestLog, log: s.log, slots: make(chan struct{}, MaxIngestRequests), idle: s.ingestIdle,
+		closing: s.closing}
+	s.ingest = in
+	s.mux.HandleFunc("POST /api/ingest", in.post)
+	s.mux.HandleFunc("GET /api/ingest", in.stats)
+	s.mux.HandleFunc("GET /api/ingest/ws", in.ws)
 }
 
 // ingest serves the ingest endpoints.
@@ -172,6 +196,7 @@ type ingest struct {
 	log     logrus.FieldLogger
 	slots   chan struct{} // POSTs under way
 	conns   atomic.Int64  // WebSocket connections
+	idle    time.Duration // a WebSocket's wait for a message, at most
 	closing <-chan struct{}
 }
 
@@ -552,9 +577,9 @@ func (in *ingest) ws(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	for {
-		typ, msg, err := c.Read(ctx)
+		typ, msg, err := in.read(ctx, c)
 		if err != nil {
-			return // the client closed, or the message was too big (closed with 1009)
+			return // the client closed, it was idle (closed with 1008), or the message was too big (1009)
 		}
 		if typ != websocket.MessageText {
 			_ = c.Close(websocket.StatusUnsupportedData, "binary message: send records as text messages")
@@ -587,6 +612,24 @@ func (in *ingest) ws(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// read reads the next message, closing c with 1008 when none comes within
+// in.idle. The timer runs only while the gateway waits for the client, not
+// while it appends and answers. A Read whose ctx expires would close the
+// connection too, but with no close frame: the client would not learn why.
+func (in *ingest) read(ctx context.Context, c *websocket.Conn) (websocket.MessageType, []byte, error) {
+	closed := make(chan struct{})
+	idle := time.AfterFunc(in.idle, func() {
+		defer close(closed)
+		_ = c.Close(websocket.StatusPolicyViolation, fmt.Sprintf("no message for %v: closing an idle connection; reconnect to send", in.idle))
+	})
+	typ, msg, err := c.Read(ctx)
+	if !idle.Stop() { // it fired: wait for the close, whatever Read got
+		<-closed
+		return 0, nil, fmt.Errorf("ingest: idle for %v: %w", in.idle, net.ErrClosed)
+	}
+	return typ, msg, err
 }
 
 // parseVerbatim: the message is one record.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
+	"go.uber.org/goleak"
 
 	"github.com/acktor/acktor/actors/source/wal"
 )
@@ -600,6 +601,61 @@ func TestParseJSONMemory(t *testing.T) {
 				t.Fatalf("error %v, want %d mentioning %q", err, tc.code, tc.err)
 			}
 			t.Logf("allocated %d bytes (%.1f× the body)", alloc, float64(alloc)/float64(len(tc.body)))
+		})
+	}
+}
+
+// TestIngestWebSocketIdle: a WebSocket that sends no message for the idle
+// timeout, from the start or after some, is closed with 1008 and a reason,
+// and its slot is free again. Idle sockets held the MaxIngestConns slots
+// for good.
+func TestIngestWebSocketIdle(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) }) // after the server's cleanups
+	const idle = 100 * time.Millisecond
+	l := openLog(t, ingestOpts)
+	s := New(nil, nil, "", quiet(), WithIngestIdleTimeout(idle), withIngest(l)) // options in any order
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	idleClosed := func(t *testing.T, c *websocket.Conn) {
+		t.Helper()
+		code, reason := closedWith(t, c)
+		if code != websocket.StatusPolicyViolation || !strings.Contains(reason, "no message for 100ms") {
+			t.Fatalf("closed with %v %q, want 1008 saying it was idle", code, reason)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		conns int
+		send  []string // before going idle
+	}{
+		{"silent from the start", 1, nil},
+		{"silent after messages", 1, []string{"a", "b"}},
+		{"every slot", MaxIngestConns, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := make([]*websocket.Conn, tc.conns)
+			for i := range cs {
+				cs[i] = dial(t, srv, "")
+			}
+			for _, msg := range tc.send {
+				if a := exchange(t, cs[0], websocket.MessageText, msg); a.Error != "" {
+					t.Fatal(a.Error)
+				}
+			}
+			for _, c := range cs {
+				idleClosed(t, c)
+			}
+			for deadline := time.Now().Add(5 * time.Second); s.ingest.conns.Load() != 0; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d connections still counted after every client was closed", s.ingest.conns.Load())
+				}
+			}
+			// The slots are free: a new client gets one and is served.
+			c := dial(t, srv, "")
+			if a := exchange(t, c, websocket.MessageText, "after"); a.Error != "" {
+				t.Fatal(a.Error)
+			}
+			idleClosed(t, c)
 		})
 	}
 }
