@@ -27,12 +27,14 @@ import (
 	"github.com/acktor/acktor/window"
 )
 
-// maxBody bounds request bodies; maxKeys and maxTop bound a query.
+// maxBody bounds request bodies; maxKeys and maxTop bound a query;
+// setAckersWait bounds the announcement of a new acker set.
 const (
-	maxBody = 4 << 10
-	maxKeys = 1000
-	maxTop  = 10_000
-	maxSeen = 1 << 10
+	maxBody       = 4 << 10
+	maxKeys       = 1000
+	maxTop        = 10_000
+	maxSeen       = 1 << 10
+	setAckersWait = 10 * time.Second
 )
 
 // Config is the gateway's part of a node's config.
@@ -60,9 +62,17 @@ func (c Config) Secret(getenv func(string) string) (string, error) {
 	return getenv(c.TokenEnv), nil
 }
 
+// ackerSetter is what POST /api/admin/ackers uses of an *actors.Runtime
+// (tests put a fake in its place).
+type ackerSetter interface {
+	SetAckers(ctx context.Context, c *pcluster.Cluster, n int) error
+	AckerSet() (version uint64, ackers int)
+}
+
 // Server serves one runtime's member of the cluster.
 type Server struct {
 	rt      *actors.Runtime
+	ackers  ackerSetter // rt, when there is one
 	c       *pcluster.Cluster
 	token   string
 	log     logrus.FieldLogger
@@ -101,6 +111,9 @@ func WithMaxTopics(n int) Option { return func(s *Server) { s.hub.maxTopics = n 
 func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.FieldLogger, opts ...Option) *Server {
 	s := &Server{rt: rt, c: c, token: token, log: log, mux: http.NewServeMux(), hub: newHub(DefaultMaxSubscribers, DefaultMaxTopics, subBuffer),
 		closing: make(chan struct{}), ingestIdle: IngestIdleTimeout}
+	if rt != nil {
+		s.ackers = rt
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -320,6 +333,9 @@ type SetAckersRequest struct {
 	Ackers int `json:"ackers"`
 }
 
+// setAckers changes the acker count: 200 with the new AckerSet; 400 for a
+// count SetAckers refuses (nothing changed); 502 when the set changed but
+// announcing it failed, with the set as it is now in the message.
 func (s *Server) setAckers(w http.ResponseWriter, r *http.Request) {
 	if !s.admin(w, r) {
 		return
@@ -336,11 +352,29 @@ func (s *Server) setAckers(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("body: %v; want {\"ackers\": N}", err))
 		return
 	}
-	if err := s.rt.SetAckers(r.Context(), s.c, req.Ackers); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	before, _ := s.ackers.AckerSet()
+	// Once SetAckers has stored the new set it announces it to the ackers;
+	// a client that goes away must not stop that half way, so the request's
+	// cancellation does not reach it (its own bound does).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), setAckersWait)
+	defer cancel()
+	if err := s.ackers.SetAckers(ctx, s.c, req.Ackers); err != nil {
+		// SetAckers checks the count before it changes anything, and
+		// changing it bumps the version: an error with the version as it
+		// was is the request's fault. Otherwise the set changed and only
+		// the announcement failed (or another change came in meanwhile):
+		// the client must not read it as "nothing happened".
+		version, n := s.ackers.AckerSet()
+		if version == before {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.log.WithError(err).Warnf("gateway: acker count set to %d (version %d) by %s, but not announced to every acker", n, version, r.RemoteAddr)
+		writeError(w, http.StatusBadGateway, fmt.Sprintf("%v; the acker set may have changed all the same: it is version %d with %d ackers now "+
+			"(GET /api/status shows them)", err, version, n))
 		return
 	}
-	version, n := s.rt.AckerSet()
+	version, n := s.ackers.AckerSet()
 	s.log.Infof("gateway: acker count set to %d (version %d) by %s", n, version, r.RemoteAddr)
 	writeJSON(w, http.StatusOK, AckerSet{Version: version, Ackers: n})
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 	"github.com/sirupsen/logrus"
@@ -219,6 +221,111 @@ func TestAdminSetAckers(t *testing.T) {
 	call(t, "GET", srv.URL+"/api/status", "", "", &st)
 	if st.AckerSet.Ackers != 3 || len(st.Ackers) != 3 {
 		t.Fatalf("status after the change: %+v", st)
+	}
+}
+
+// fakeAckers is an ackerSetter whose SetAckers bumps the version (when
+// change is set) and then fails with err, after waiting for release if it
+// is set; it reports the context it was given.
+type fakeAckers struct {
+	mu      sync.Mutex
+	version uint64
+	n       int
+	change  bool
+	err     error
+	started chan struct{}
+	release chan struct{}
+	ctxErr  chan error
+}
+
+func (f *fakeAckers) SetAckers(ctx context.Context, _ *pcluster.Cluster, n int) error {
+	if f.change {
+		f.mu.Lock()
+		f.version, f.n = f.version+1, n
+		f.mu.Unlock()
+	}
+	if f.release != nil {
+		close(f.started)
+		<-f.release
+		f.ctxErr <- ctx.Err()
+	}
+	return f.err
+}
+
+func (f *fakeAckers) AckerSet() (uint64, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.version, f.n
+}
+
+// TestAdminSetAckersErrors: only a count SetAckers refuses (the set as it
+// was) is 400; a failure after the set changed is 502 and says that it
+// changed. Every error was 400, as if nothing had happened.
+func TestAdminSetAckersErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change bool
+		err    error
+		code   int
+		want   string
+	}{
+		{"refused", false, errors.New("set ackers: 5000, want 1..4096"), 400, "want 1..4096"},
+		{"tracking off", false, errors.New("set ackers: tracking is off"), 400, "tracking is off"},
+		{"not announced", true, errors.New("set ackers: no member hosts acker/3"), 502,
+			"no member hosts acker/3; the acker set may have changed all the same: it is version 2 with 4 ackers now"},
+		{"announcement timed out", true, fmt.Errorf("set ackers: %w", context.DeadlineExceeded), 502, "may have changed"},
+		{"done", true, nil, 200, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(nil, nil, "s3cret", quiet())
+			s.ackers = &fakeAckers{version: 1, n: 2, change: tc.change, err: tc.err}
+			srv := httptest.NewServer(s.Handler())
+			defer srv.Close()
+			var e map[string]any
+			code := call(t, "POST", srv.URL+"/api/admin/ackers", "s3cret", `{"ackers": 4}`, &e)
+			if msg, _ := e["error"].(string); code != tc.code || !strings.Contains(msg, tc.want) {
+				t.Fatalf("%d %v, want %d mentioning %q", code, e, tc.code, tc.want)
+			}
+			if tc.code == 200 && (e["version"] != float64(2) || e["ackers"] != float64(4)) {
+				t.Fatalf("answer %v, want version 2 with 4 ackers", e)
+			}
+		})
+	}
+}
+
+// TestAdminSetAckersClientGone: a client that goes away while the new set
+// is announced does not cut the announcement short: SetAckers ran on the
+// request's context and stopped half way.
+func TestAdminSetAckersClientGone(t *testing.T) {
+	f := &fakeAckers{version: 1, n: 2, change: true, started: make(chan struct{}), release: make(chan struct{}), ctxErr: make(chan error, 1)}
+	s := New(nil, nil, "s3cret", quiet())
+	s.ackers = f
+	gone := make(chan struct{}) // the request's context ended
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		context.AfterFunc(r.Context(), func() { close(gone) })
+		s.Handler().ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/api/admin/ackers", strings.NewReader(`{"ackers": 4}`))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	done := make(chan error, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_ = res.Body.Close()
+		}
+		done <- err
+	}()
+	<-f.started
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the client's request: %v, want it cancelled", err)
+	}
+	<-gone
+	close(f.release)
+	if err := <-f.ctxErr; err != nil {
+		t.Fatalf("SetAckers's context ended with the client: %v", err)
 	}
 }
 
