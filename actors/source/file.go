@@ -8,15 +8,24 @@ import (
 	"io"
 	"os"
 	"slices"
+	"unicode/utf8"
 )
 
 // MaxLineBytes is the longest line, without its "\n" or "\r\n", that the
-// file and reader sources accept. A longer line is an error wrapping
-// ErrLineTooLong rather than an unbounded allocation.
+// file and reader sources accept. A longer line is not held in memory
+// beyond that: the rest is read past in buffer-sized chunks, and the line is
+// handed out as a *BadRecord carrying its first BadLinePrefixBytes, so the
+// spout dead-letters it and the source goes on with the next line: one bad
+// line must not cost the rest of the input.
 const MaxLineBytes = 16 << 20
 
-// ErrLineTooLong is wrapped by the error a source returns for a line longer
-// than MaxLineBytes.
+// BadLinePrefixBytes bounds the Payload of the *BadRecord a file or reader
+// source hands out for a line longer than MaxLineBytes: enough for a dead
+// letter to show what the line was, not the megabytes that made it bad.
+const BadLinePrefixBytes = 1 << 10
+
+// ErrLineTooLong is wrapped by the error Replay returns for the ID of a line
+// longer than MaxLineBytes (which Next handed out as a *BadRecord).
 var ErrLineTooLong = errors.New("line too long")
 
 // ErrUnknownRoot is wrapped by the error Replay returns for an ID the source
@@ -39,12 +48,25 @@ const fileBufSize = 64 << 10
 // Root.ID is the byte offset of the line's start. Replay re-reads the line at
 // that offset, so no payload is kept in memory. Total is the number of
 // non-empty lines in the task's split, counted by a scan of the split at open.
+//
+// A line longer than MaxLineBytes is a *BadRecord from Next, with the line's
+// offset as its ID, its first BadLinePrefixBytes as Payload and its length in
+// Reason; Next then goes on with the line after it. It still counts in Total
+// (Next hands out exactly Total roots and bad records together, as the spout
+// counts them), and Replay of its offset returns an error wrapping
+// ErrLineTooLong.
 func File(path string) Factory {
+	return fileFactory(path, MaxLineBytes)
+}
+
+// fileFactory is File with the longest line accepted as a parameter, so
+// that tests can exercise over-long lines without writing 16 MiB ones.
+func fileFactory(path string, maxLine int) Factory {
 	return func(task, tasks int) (Source, error) {
 		if err := checkTask(task, tasks); err != nil {
 			return nil, fmt.Errorf("source: file %s: %w", path, err)
 		}
-		return openFile(path, task, tasks)
+		return openFile(path, task, tasks, maxLine)
 	}
 }
 
@@ -73,17 +95,18 @@ type fileSource struct {
 	end   int64 // first byte after the task's range
 	pos   int64 // offset of the next line to read
 	total int64
+	max   int // longest line accepted (MaxLineBytes but in tests)
 	lines lineReader
 	rbuf  []byte // scratch of Replay
 	err   error  // sticky error of Next
 }
 
-func openFile(path string, task, tasks int) (Source, error) {
+func openFile(path string, task, tasks, maxLine int) (Source, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("source: file %s: %w", path, err)
 	}
-	s, err := newFileSource(path, f, task, tasks)
+	s, err := newFileSource(path, f, task, tasks, maxLine)
 	if err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("source: file %s: %w", path, err)
@@ -91,7 +114,7 @@ func openFile(path string, task, tasks int) (Source, error) {
 	return s, nil
 }
 
-func newFileSource(path string, f *os.File, task, tasks int) (*fileSource, error) {
+func newFileSource(path string, f *os.File, task, tasks, maxLine int) (*fileSource, error) {
 	info, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -105,6 +128,7 @@ func newFileSource(path string, f *os.File, task, tasks int) (*fileSource, error
 		f:     f,
 		start: splitPoint(size, task, tasks),
 		end:   splitPoint(size, task+1, tasks),
+		max:   maxLine,
 	}
 	// Find the first line that starts in [start, end): the line containing
 	// byte start-1 belongs to an earlier task, so skip through its '\n'.
@@ -121,7 +145,7 @@ func newFileSource(path string, f *os.File, task, tasks int) (*fileSource, error
 			return nil, err
 		}
 	}
-	s.lines.br = br
+	s.lines = lineReader{br: br, max: maxLine}
 	if s.total, err = countLines(f, s.pos, s.end, size); err != nil {
 		return nil, err
 	}
@@ -225,12 +249,13 @@ func (s *fileSource) Seek(pos uint64) error {
 			return fmt.Errorf("source: file %s: seek to %d: not the start of a line", s.path, pos)
 		}
 	}
-	s.lines.br = bufio.NewReaderSize(io.NewSectionReader(s.f, off, info.Size()-off), fileBufSize)
+	s.lines = lineReader{br: bufio.NewReaderSize(io.NewSectionReader(s.f, off, info.Size()-off), fileBufSize), max: s.max}
 	s.pos = off
 	return nil
 }
 
-// Next returns the next non-empty line of the split.
+// Next returns the next non-empty line of the split, or a *BadRecord for
+// a line longer than the limit, which it has skipped.
 func (s *fileSource) Next() (Root, error) {
 	if s.err != nil {
 		return Root{}, s.err
@@ -243,10 +268,11 @@ func (s *fileSource) Next() (Root, error) {
 			break // the file shrank since open
 		}
 		if err != nil {
-			if errors.Is(err, ErrLineTooLong) {
-				err = fmt.Errorf("line at offset %d: %w", off, err)
+			if long, ok := errors.AsType[*longLineError](err); ok {
+				return Root{}, &BadRecord{ID: uint64(off), Payload: long.prefix,
+					Reason: fmt.Sprintf("file %s: line at offset %d %s", s.path, off, long.what())}
 			}
-			s.err = fmt.Errorf("source: file %s: %w", s.path, err)
+			s.err = fmt.Errorf("source: file %s: line at offset %d: %w", s.path, off, err)
 			return Root{}, s.err
 		}
 		if len(line) == 0 {
@@ -296,7 +322,7 @@ func (s *fileSource) replay(id uint64) (string, error) {
 		}
 		buf = buf[:len(buf)+k]
 		pos += int64(k)
-		if len(buf) > MaxLineBytes+1 || errors.Is(err, io.EOF) { // +1 for a '\r'
+		if len(buf) > s.max+1 || errors.Is(err, io.EOF) { // +1 for a '\r'
 			break
 		}
 		if err != nil {
@@ -307,8 +333,9 @@ func (s *fileSource) replay(id uint64) (string, error) {
 		s.rbuf = buf[:0] // reuse small buffers only
 	}
 	line := trimCR(buf)
-	if len(line) > MaxLineBytes {
-		return "", fmt.Errorf("line at offset %d: %w", off, ErrLineTooLong)
+	if len(line) > s.max {
+		// Next handed it out as a bad record: there is no root to replay.
+		return "", fmt.Errorf("line at offset %d is longer than the limit of %d bytes, a bad record: %w", off, s.max, ErrLineTooLong)
 	}
 	if len(line) == 0 {
 		return "", fmt.Errorf("offset %d starts an empty line, not a root: %w", off, ErrUnknownRoot)
@@ -341,34 +368,62 @@ func (s *fileSource) Close() error {
 type lineReader struct {
 	br      *bufio.Reader
 	scratch []byte
+	max     int // longest line accepted; 0 means MaxLineBytes
+}
+
+// longLineError is the error lineReader.next returns for a line longer than
+// its limit, which it skipped without holding more than the limit in memory.
+type longLineError struct {
+	length int64  // the line's bytes, without "\n" or "\r\n"
+	limit  int    // the limit it exceeds
+	prefix string // its first BadLinePrefixBytes (fewer to end on a whole rune)
+}
+
+// what describes the line's length against the limit, for a BadRecord's
+// Reason.
+func (e *longLineError) what() string {
+	return fmt.Sprintf("is %d bytes, over the limit of %d bytes (source.MaxLineBytes)", e.length, e.limit)
+}
+
+func (e *longLineError) Error() string { return "line " + e.what() }
+
+func (e *longLineError) Unwrap() error { return ErrLineTooLong }
+
+func (l *lineReader) limit() int {
+	if l.max > 0 {
+		return l.max
+	}
+	return MaxLineBytes
 }
 
 // next returns the next line without its "\n" and with one trailing "\r"
 // removed, valid until the next call, and the number of bytes consumed. It
-// returns io.EOF only when no bytes are left, and an error wrapping
-// ErrLineTooLong for a line longer than MaxLineBytes.
+// returns io.EOF only when no bytes are left. A line longer than the limit
+// is consumed whole (its "\n" included) and returned as a *longLineError, so
+// the next call reads the line after it.
 func (l *lineReader) next() ([]byte, int64, error) {
 	if cap(l.scratch) > fileBufSize {
 		l.scratch = nil // do not keep a huge line's buffer around
 	}
 	l.scratch = l.scratch[:0]
+	limit := l.limit()
 	var n int64
 	for {
 		chunk, err := l.br.ReadSlice('\n')
 		n += int64(len(chunk))
 		switch {
 		case err == nil:
-			return l.finish(chunk[:len(chunk)-1], n)
+			return l.finish(chunk[:len(chunk)-1], n, limit)
 		case errors.Is(err, bufio.ErrBufferFull):
-			l.scratch = append(l.scratch, chunk...)
-			if len(l.scratch) > MaxLineBytes+1 { // +1 for a '\r'
-				return nil, n, ErrLineTooLong
+			if len(l.scratch)+len(chunk) > limit+1 { // +1 for a '\r'
+				return l.skip(chunk, n, limit)
 			}
+			l.scratch = append(l.scratch, chunk...)
 		case errors.Is(err, io.EOF):
 			if n == 0 {
 				return nil, 0, io.EOF
 			}
-			return l.finish(chunk, n)
+			return l.finish(chunk, n, limit)
 		default:
 			return nil, n, err
 		}
@@ -377,17 +432,72 @@ func (l *lineReader) next() ([]byte, int64, error) {
 
 // finish joins the last chunk of a line to the ones in scratch, strips a
 // "\r" and checks the length.
-func (l *lineReader) finish(chunk []byte, n int64) ([]byte, int64, error) {
+func (l *lineReader) finish(chunk []byte, n int64, limit int) ([]byte, int64, error) {
 	line := chunk
 	if len(l.scratch) > 0 {
 		l.scratch = append(l.scratch, chunk...)
 		line = l.scratch
 	}
 	line = trimCR(line)
-	if len(line) > MaxLineBytes {
-		return nil, n, ErrLineTooLong
+	if len(line) > limit {
+		return nil, n, &longLineError{length: int64(len(line)), limit: limit, prefix: string(runePrefix(line, BadLinePrefixBytes))}
 	}
 	return line, n, nil
+}
+
+// skip is next for a line found to be over the limit after the n bytes
+// in scratch and chunk (the buffer's worth just read, without a '\n'): it
+// keeps the line's prefix, then reads the rest of the line a buffer at a
+// time, keeping nothing, through its "\n" or to the end of the input.
+func (l *lineReader) skip(chunk []byte, n int64, limit int) ([]byte, int64, error) {
+	head := make([]byte, 0, BadLinePrefixBytes+utf8.UTFMax)
+	head = append(head, l.scratch[:min(len(l.scratch), cap(head))]...)
+	head = append(head, chunk[:min(len(chunk), cap(head)-len(head))]...)
+	long := &longLineError{limit: limit, prefix: string(runePrefix(head, BadLinePrefixBytes))}
+	l.scratch = l.scratch[:0]
+	last := chunk[len(chunk)-1] // a '\r' here may be the one before "\n"
+	for {
+		chunk, err := l.br.ReadSlice('\n')
+		n += int64(len(chunk))
+		switch {
+		case err == nil: // chunk ends the line with its '\n'
+			long.length = n - 1
+			if len(chunk) >= 2 {
+				last = chunk[len(chunk)-2]
+			}
+			if last == '\r' {
+				long.length--
+			}
+			return nil, n, long
+		case errors.Is(err, bufio.ErrBufferFull):
+			last = chunk[len(chunk)-1]
+		case errors.Is(err, io.EOF): // the last line, without a '\n'
+			if len(chunk) > 0 {
+				last = chunk[len(chunk)-1]
+			}
+			long.length = n
+			if last == '\r' {
+				long.length--
+			}
+			return nil, n, long
+		default:
+			return nil, n, err
+		}
+	}
+}
+
+// runePrefix returns the first max bytes of b, fewer if a rune crosses that
+// point, so that a prefix of UTF-8 text stays valid UTF-8.
+func runePrefix(b []byte, max int) []byte {
+	if len(b) <= max {
+		return b
+	}
+	for k := max; k > 0 && k > max-utf8.UTFMax; k-- {
+		if utf8.RuneStart(b[k]) {
+			return b[:k]
+		}
+	}
+	return b[:max] // not UTF-8 there anyway
 }
 
 // trimCR removes one trailing '\r'.

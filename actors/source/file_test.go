@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // wantLines parses content the way File must: one root per non-empty line,
@@ -205,6 +206,8 @@ func TestFileReplayBadOffset(t *testing.T) {
 	}
 }
 
+// TestFileLineTooLong: at the real MaxLineBytes, an over-long line is a
+// BadRecord and the lines after it are still read.
 func TestFileLineTooLong(t *testing.T) {
 	content := "ok\n" + strings.Repeat("z", MaxLineBytes+1) + "\nafter\n"
 	path := writeFile(t, content)
@@ -213,14 +216,26 @@ func TestFileLineTooLong(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	if got := src.Total(); got != 3 {
+		t.Errorf("Total() = %d, want 3 (the over-long line counts)", got)
+	}
 	if r, err := src.Next(); err != nil || r.Payload != "ok" {
 		t.Fatalf("first Next = %v, %v", r, err)
 	}
-	for range 2 { // the error is sticky
-		_, err = src.Next()
-		if !errors.Is(err, ErrLineTooLong) || !strings.Contains(err.Error(), "offset 3") || !strings.Contains(err.Error(), path) {
-			t.Fatalf("Next = %v, want ErrLineTooLong at offset 3 of %s", err, path)
-		}
+	_, err = src.Next()
+	var bad *BadRecord
+	if !errors.As(err, &bad) {
+		t.Fatalf("Next on the over-long line = %v, want a *BadRecord", err)
+	}
+	if bad.ID != 3 || bad.Payload != strings.Repeat("z", BadLinePrefixBytes) ||
+		!strings.Contains(bad.Reason, path) || !strings.Contains(bad.Reason, fmt.Sprintf("offset 3 is %d bytes", MaxLineBytes+1)) {
+		t.Fatalf("bad record %d, payload of %d bytes, reason %q", bad.ID, len(bad.Payload), bad.Reason)
+	}
+	if r, err := src.Next(); err != nil || r.Payload != "after" || r.ID != uint64(3+MaxLineBytes+2) {
+		t.Fatalf("Next after the over-long line = %d %q, %v; want %d \"after\"", r.ID, r.Payload, err, 3+MaxLineBytes+2)
+	}
+	if _, err := src.Next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("Next at the end = %v, want io.EOF", err)
 	}
 	if _, err := src.Replay(3); !errors.Is(err, ErrLineTooLong) {
 		t.Errorf("Replay(3) = %v, want ErrLineTooLong", err)
@@ -239,6 +254,210 @@ func TestFileLineTooLong(t *testing.T) {
 	}
 	if got, err := src2.Replay(0); err != nil || got != r.Payload {
 		t.Fatalf("Replay on a line of MaxLineBytes: len %d, %v", len(got), err)
+	}
+}
+
+// longLineCases are inputs with lines over testLineLimit: first, in the
+// middle, last (with and without a terminator), in a row, at the limit, and
+// spanning several buffers of the line reader.
+func longLineCases() []struct{ name, content string } {
+	mid := strings.Repeat("0123456789", 30)                  // over the limit, within one buffer
+	huge := strings.Repeat("abcdefghij", 3*fileBufSize/10+7) // over several buffer fills
+	at := strings.Repeat("k", testLineLimit)
+	return []struct{ name, content string }{
+		{"long first", huge + "\nnext\nlast\n"},
+		{"long first within a buffer", mid + "\nnext\n"},
+		{"long in the middle", "first\n" + huge + "\nlast\n"},
+		{"long in the middle within a buffer", "first\n\n" + mid + "\n\nlast"},
+		{"long last without newline", "first\nsecond\n" + huge},
+		{"long last within a buffer without newline", "first\n" + mid},
+		{"long last with CRLF", "first\n" + huge + "\r\n"},
+		{"long last with a lone CR", "first\n" + huge + "\r"},
+		{"long lines in a row", "a\n" + huge + "\n" + mid + "\r\n" + huge + "\nb"},
+		{"only a long line", huge},
+		{"at the limit and one over", at + "\r\n" + at + "k\n" + at + "\n"},
+		{"a CR past the limit", at + "\r\r\n" + "tail"},
+		{"long UTF-8 line", "x\n" + "a" + strings.Repeat("é", 3000) + "\ny"},
+		{"random", randomContent(4, 60)},
+	}
+}
+
+// testLineLimit is the line limit of the tests of over-long lines.
+const testLineLimit = 100
+
+// badPrefix is the Payload a BadRecord must carry for an over-long line:
+// its longest valid UTF-8 prefix of at most BadLinePrefixBytes.
+func badPrefix(line string) string {
+	p := line[:min(len(line), BadLinePrefixBytes)]
+	for !utf8.ValidString(p) {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+// TestFileLongLines: a line over the limit is a BadRecord with its offset,
+// a bounded prefix and its length, and reading goes on after it, for every
+// split of the file (so also when a split boundary falls inside it).
+func TestFileLongLines(t *testing.T) {
+	for _, tc := range longLineCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, tc.content)
+			for tasks := 1; tasks <= 7; tasks++ {
+				checkLongSplit(t, path, tc.content, tasks)
+			}
+		})
+	}
+}
+
+// TestFileLongLineAcrossSplits: a split boundary inside an over-long line
+// gives it to the task it starts in, as a bad record, and the next task
+// starts after it.
+func TestFileLongLineAcrossSplits(t *testing.T) {
+	huge := strings.Repeat("x", 3*fileBufSize)
+	content := "a\n" + huge + "\nb\n"
+	path := writeFile(t, content)
+	if mid := splitPoint(int64(len(content)), 1, 2); mid <= 2 || mid >= int64(2+len(huge)) {
+		t.Fatalf("the boundary %d is not inside the long line", mid)
+	}
+	want := [][]string{{"root 0 a", "bad 2"}, {fmt.Sprintf("root %d b", 3+len(huge))}}
+	for task := range 2 {
+		src, err := fileFactory(path, testLineLimit)(task, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		var got []string
+		for {
+			r, err := src.Next()
+			var bad *BadRecord
+			if errors.Is(err, io.EOF) {
+				break
+			} else if errors.As(err, &bad) {
+				got = append(got, fmt.Sprintf("bad %d", bad.ID))
+				if want := fmt.Sprintf("is %d bytes", len(huge)); !strings.Contains(bad.Reason, want) || len(bad.Payload) != BadLinePrefixBytes {
+					t.Errorf("task %d: bad record with %d bytes of payload and reason %q, want %d bytes and %q", task, len(bad.Payload), bad.Reason, BadLinePrefixBytes, want)
+				}
+			} else if err != nil {
+				t.Fatalf("task %d: Next: %v", task, err)
+			} else {
+				got = append(got, fmt.Sprintf("root %d %s", r.ID, r.Payload))
+			}
+		}
+		if !slices.Equal(got, want[task]) {
+			t.Errorf("task %d of 2 read %q, want %q", task, got, want[task])
+		}
+		if src.Total() != int64(len(want[task])) {
+			t.Errorf("task %d of 2: Total() = %d, want %d", task, src.Total(), len(want[task]))
+		}
+	}
+}
+
+// checkLongSplit opens all tasks of a file with testLineLimit and checks
+// that together they hand out every non-empty line exactly once: as a root
+// if it fits the limit, as a BadRecord if not, with Total counting both,
+// Replay of a bad record's ID failing with ErrLineTooLong, and Position
+// after a bad record being where a fresh source seeks to read on.
+func checkLongSplit(t *testing.T, path, content string, tasks int) {
+	t.Helper()
+	want := wantLines(content)
+	seen := make(map[uint64]int)
+	size := int64(len(content))
+	for task := range tasks {
+		open := fileFactory(path, testLineLimit)
+		src, err := open(task, tasks)
+		if err != nil {
+			t.Fatalf("tasks=%d task=%d: open: %v", tasks, task, err)
+		}
+		defer src.Close()
+		lo, hi := splitPoint(size, task, tasks), splitPoint(size, task+1, tasks)
+		var ids []uint64 // of the roots and bad records, in order
+		type resume struct {
+			pos  uint64 // Position after a bad record
+			next int    // index in ids of what follows it
+		}
+		var resumes []resume
+		for {
+			r, err := src.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			var bad *BadRecord
+			id := r.ID
+			switch {
+			case errors.As(err, &bad):
+				id = bad.ID
+				line, ok := want[id]
+				if !ok || len(line) <= testLineLimit {
+					t.Errorf("tasks=%d task=%d: bad record at %d for a line of %d bytes (present %v): %v", tasks, task, id, len(line), ok, bad)
+				}
+				if bad.Payload != badPrefix(line) {
+					t.Errorf("tasks=%d task=%d: bad record at %d carries %.40q (%d bytes), want the first %d bytes", tasks, task, id, bad.Payload, len(bad.Payload), len(badPrefix(line)))
+				}
+				if w := fmt.Sprintf("file %s: line at offset %d is %d bytes, over the limit of %d bytes", path, id, len(line), testLineLimit); !strings.Contains(bad.Reason, w) {
+					t.Errorf("tasks=%d task=%d: reason %q, want it to contain %q", tasks, task, bad.Reason, w)
+				}
+				if _, err := src.Replay(id); !errors.Is(err, ErrLineTooLong) {
+					t.Errorf("tasks=%d task=%d: Replay(%d) of a bad record = %v, want ErrLineTooLong", tasks, task, id, err)
+				}
+				src.Done(id)
+				resumes = append(resumes, resume{src.(Seeker).Position(), len(ids) + 1})
+			case err != nil:
+				t.Fatalf("tasks=%d task=%d: Next: %v", tasks, task, err)
+			default:
+				if line, ok := want[id]; !ok || len(line) > testLineLimit || line != r.Payload {
+					t.Errorf("tasks=%d task=%d: root %d = %.40q, want %.40q (present %v)", tasks, task, id, r.Payload, line, ok)
+				}
+				if got, err := src.Replay(id); err != nil || got != r.Payload {
+					t.Errorf("tasks=%d task=%d: Replay(%d) = %.40q, %v; want %.40q", tasks, task, id, got, err, r.Payload)
+				}
+			}
+			ids = append(ids, id)
+			seen[id]++
+			if id < uint64(lo) || id >= uint64(hi) {
+				t.Errorf("tasks=%d task=%d: line at %d outside [%d, %d)", tasks, task, id, lo, hi)
+			}
+		}
+		if got := src.Total(); got != int64(len(ids)) {
+			t.Errorf("tasks=%d task=%d: Total() = %d, Next handed out %d roots and bad records", tasks, task, got, len(ids))
+		}
+		const eof = 1 << 63
+		ids = append(ids, eof)
+		if _, err := src.Next(); !errors.Is(err, io.EOF) {
+			t.Errorf("tasks=%d task=%d: Next after EOF: %v, want io.EOF", tasks, task, err)
+		}
+		for _, re := range resumes {
+			pos := re.pos
+			again, err := open(task, tasks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := again.(Seeker).Seek(pos); err != nil {
+				t.Errorf("tasks=%d task=%d: Seek(%d) after a bad record: %v", tasks, task, pos, err)
+			}
+			r, err := again.Next()
+			var bad *BadRecord
+			got := r.ID
+			switch {
+			case errors.Is(err, io.EOF):
+				got = eof
+			case errors.As(err, &bad):
+				got = bad.ID
+			case err != nil:
+				t.Errorf("tasks=%d task=%d: Next after Seek(%d): %v", tasks, task, pos, err)
+			}
+			if got != ids[re.next] {
+				t.Errorf("tasks=%d task=%d: Next after Seek(%d) gave %d, want %d", tasks, task, pos, got, ids[re.next])
+			}
+			again.Close()
+		}
+	}
+	for id, line := range want {
+		if seen[id] != 1 {
+			t.Errorf("tasks=%d: line at %d (%d bytes) handed out %d times, want once", tasks, id, len(line), seen[id])
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("tasks=%d: handed out %d distinct lines, want %d", tasks, len(seen), len(want))
 	}
 }
 

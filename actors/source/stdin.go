@@ -26,6 +26,13 @@ const ReaderBuffer = 1024
 // once r reached EOF and every line was handed out, or the read error,
 // wrapped, if reading failed. Root.ID is a sequence number from 0.
 //
+// A line longer than MaxLineBytes is read past, holding no more than
+// MaxLineBytes of it, and handed out in its turn as a *BadRecord: its ID is
+// the next sequence number, its Payload the line's first BadLinePrefixBytes,
+// its Reason the line's number in the stream and its length. The lines after
+// it follow, so one bad line does not end the run. Replay of its ID returns
+// an error wrapping ErrLineTooLong until Done.
+//
 // A stream cannot be re-read, so the source keeps the payload of every root
 // handed out until Done is called for it; Replay looks it up there. Memory is
 // thus bounded by the spout's max pending roots (plus ReaderBuffer lines read
@@ -36,6 +43,12 @@ const ReaderBuffer = 1024
 // terminal stays there until that Read returns (data, EOF or an error), then
 // exits without reading further.
 func Reader(r io.Reader, name string) Factory {
+	return readerFactory(r, name, MaxLineBytes)
+}
+
+// readerFactory is Reader with the longest line accepted as a parameter, so
+// that tests can exercise over-long lines without writing 16 MiB ones.
+func readerFactory(r io.Reader, name string, maxLine int) Factory {
 	var opened atomic.Bool
 	return func(task, tasks int) (Source, error) {
 		if tasks != 1 {
@@ -49,11 +62,12 @@ func Reader(r io.Reader, name string) Factory {
 		}
 		s := &readerSource{
 			name:    name,
-			lines:   make(chan string, ReaderBuffer),
+			lines:   make(chan readerLine, ReaderBuffer),
 			stop:    make(chan struct{}),
 			pending: make(map[uint64]string),
+			bad:     make(map[uint64]struct{}),
 		}
-		go s.read(r)
+		go s.read(r, maxLine)
 		return s, nil
 	}
 }
@@ -61,19 +75,28 @@ func Reader(r io.Reader, name string) Factory {
 // readerSource is the Source of Reader.
 type readerSource struct {
 	name    string
-	lines   chan string   // closed by read when it returns
-	stop    chan struct{} // closed by Close
-	readErr error         // set by read before it closes lines
-	seq     uint64        // ID of the next root
+	lines   chan readerLine // closed by read when it returns
+	stop    chan struct{}   // closed by Close
+	readErr error           // set by read before it closes lines
+	seq     uint64          // ID of the next root or bad record
 	pending map[uint64]string
+	bad     map[uint64]struct{} // IDs of over-long lines handed out, until Done
 	closed  bool
 	eof     bool
 }
 
+// readerLine is what the reading goroutine sends Next: a non-empty line, or
+// the description of an over-long one it skipped.
+type readerLine struct {
+	line string
+	long *longLineError // not nil for an over-long line; line is empty then
+	num  int64          // the line's number in the stream, from 1
+}
+
 // read runs in its own goroutine and sends the non-empty lines of r.
-func (s *readerSource) read(r io.Reader) {
+func (s *readerSource) read(r io.Reader, maxLine int) {
 	defer close(s.lines)
-	lr := lineReader{br: bufio.NewReaderSize(r, fileBufSize)}
+	lr := lineReader{br: bufio.NewReaderSize(r, fileBufSize), max: maxLine}
 	for n := int64(1); ; n++ {
 		select {
 		case <-s.stop:
@@ -84,26 +107,25 @@ func (s *readerSource) read(r io.Reader) {
 		if errors.Is(err, io.EOF) {
 			return
 		}
-		if err != nil {
-			if errors.Is(err, ErrLineTooLong) {
-				err = fmt.Errorf("line %d: %w", n, err)
-			}
-			s.readErr = err
+		long, _ := errors.AsType[*longLineError](err)
+		switch {
+		case long != nil:
+		case err != nil:
+			s.readErr = fmt.Errorf("line %d: %w", n, err)
 			return
-		}
-		if len(line) == 0 {
+		case len(line) == 0:
 			continue
 		}
 		select {
-		case s.lines <- string(line):
+		case s.lines <- readerLine{line: string(line), long: long, num: n}:
 		case <-s.stop:
 			return
 		}
 	}
 }
 
-// Next returns the next line without blocking, or ErrNotReady if none has
-// been read yet.
+// Next returns the next line without blocking, a *BadRecord for an
+// over-long line, or ErrNotReady if none has been read yet.
 func (s *readerSource) Next() (Root, error) {
 	if s.closed {
 		return Root{}, fmt.Errorf("source: %s: %w", s.name, os.ErrClosed)
@@ -112,15 +134,20 @@ func (s *readerSource) Next() (Root, error) {
 		return s.end()
 	}
 	select {
-	case line, ok := <-s.lines:
+	case l, ok := <-s.lines:
 		if !ok {
 			s.eof = true
 			return s.end()
 		}
 		id := s.seq
 		s.seq++
-		s.pending[id] = line
-		return Root{ID: id, Payload: line}, nil
+		if l.long != nil {
+			s.bad[id] = struct{}{}
+			return Root{}, &BadRecord{ID: id, Payload: l.long.prefix,
+				Reason: fmt.Sprintf("%s: line %d %s", s.name, l.num, l.long.what())}
+		}
+		s.pending[id] = l.line
+		return Root{ID: id, Payload: l.line}, nil
 	default:
 		return Root{}, ErrNotReady
 	}
@@ -137,14 +164,21 @@ func (s *readerSource) end() (Root, error) {
 // Replay returns the kept payload of a root not yet Done.
 func (s *readerSource) Replay(id uint64) (string, error) {
 	line, ok := s.pending[id]
+	if _, bad := s.bad[id]; bad {
+		// Handed out as a bad record, whose line was never kept.
+		return "", fmt.Errorf("source: %s: root %d is an over-long line, a bad record: %w", s.name, id, ErrLineTooLong)
+	}
 	if !ok {
 		return "", fmt.Errorf("source: %s: root %d was never handed out or is done: %w", s.name, id, ErrUnknownRoot)
 	}
 	return line, nil
 }
 
-// Done forgets the payload of root id.
-func (s *readerSource) Done(id uint64) { delete(s.pending, id) }
+// Done forgets the payload of root id, or that it was a bad record.
+func (s *readerSource) Done(id uint64) {
+	delete(s.pending, id)
+	delete(s.bad, id)
+}
 
 // Total is -1: the length of a stream is unknown.
 func (s *readerSource) Total() int64 { return -1 }
@@ -157,6 +191,6 @@ func (s *readerSource) Close() error {
 	}
 	s.closed = true
 	close(s.stop)
-	s.pending = nil
+	s.pending, s.bad = nil, nil
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -184,16 +185,113 @@ func TestReaderManyLines(t *testing.T) {
 	}
 }
 
+// TestReaderLineTooLong: at the real MaxLineBytes, an over-long line is a
+// BadRecord numbered in sequence, and the lines after it are still read.
 func TestReaderLineTooLong(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	src := openReader(t, strings.NewReader("ok\n\n"+strings.Repeat("x", MaxLineBytes+1)+"\nnever\n"))
+	src := openReader(t, strings.NewReader("ok\n\n"+strings.Repeat("x", MaxLineBytes+1)+"\nafter\n"))
 	defer src.Close()
 	if r, err := nextReady(t, src); err != nil || r.Payload != "ok" {
 		t.Fatalf("Next = %+v, %v", r, err)
 	}
 	_, err := nextReady(t, src)
-	if !errors.Is(err, ErrLineTooLong) || !strings.Contains(err.Error(), "line 3") {
-		t.Fatalf("Next = %v, want ErrLineTooLong naming line 3", err)
+	var bad *BadRecord
+	if !errors.As(err, &bad) {
+		t.Fatalf("Next on the over-long line = %v, want a *BadRecord", err)
+	}
+	if bad.ID != 1 || bad.Payload != strings.Repeat("x", BadLinePrefixBytes) ||
+		!strings.Contains(bad.Reason, fmt.Sprintf("stdin: line 3 is %d bytes", MaxLineBytes+1)) {
+		t.Fatalf("bad record %d, payload of %d bytes, reason %q", bad.ID, len(bad.Payload), bad.Reason)
+	}
+	if r, err := nextReady(t, src); err != nil || r.ID != 2 || r.Payload != "after" {
+		t.Fatalf("Next after the over-long line = %+v, %v; want root 2 \"after\"", r, err)
+	}
+	if _, err := nextReady(t, src); !errors.Is(err, io.EOF) {
+		t.Fatalf("Next at the end = %v, want io.EOF", err)
+	}
+}
+
+// readerWant is what a Reader must hand out for content, in order: the
+// non-empty lines with their line numbers from 1.
+func readerWant(content string) (lines []string, nums []int) {
+	for i, line := range strings.Split(content, "\n") {
+		if line = strings.TrimSuffix(line, "\r"); line != "" {
+			lines, nums = append(lines, line), append(nums, i+1)
+		}
+	}
+	return lines, nums
+}
+
+// TestReaderLongLines: a line over the limit is a BadRecord with the next
+// sequence number, a bounded prefix, its line number and length, and the
+// lines after it follow; Replay of its ID fails with ErrLineTooLong until
+// Done.
+func TestReaderLongLines(t *testing.T) {
+	for _, tc := range longLineCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t)
+			src, err := readerFactory(strings.NewReader(tc.content), "stdin", testLineLimit)(0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			lines, nums := readerWant(tc.content)
+			for i, line := range lines {
+				id := uint64(i)
+				r, err := nextReady(t, src)
+				var bad *BadRecord
+				switch {
+				case len(line) > testLineLimit:
+					if !errors.As(err, &bad) {
+						t.Fatalf("Next #%d on a line of %d bytes = %+v, %v; want a *BadRecord", i, len(line), r, err)
+					}
+					if bad.ID != id || bad.Payload != badPrefix(line) {
+						t.Errorf("bad record %d carries %.40q (%d bytes), want ID %d and the first %d bytes", bad.ID, bad.Payload, len(bad.Payload), id, len(badPrefix(line)))
+					}
+					if w := fmt.Sprintf("stdin: line %d is %d bytes, over the limit of %d bytes", nums[i], len(line), testLineLimit); !strings.Contains(bad.Reason, w) {
+						t.Errorf("reason %q, want it to contain %q", bad.Reason, w)
+					}
+					if _, err := src.Replay(id); !errors.Is(err, ErrLineTooLong) {
+						t.Errorf("Replay(%d) of a bad record = %v, want ErrLineTooLong", id, err)
+					}
+					src.Done(id)
+					if _, err := src.Replay(id); !errors.Is(err, ErrUnknownRoot) {
+						t.Errorf("Replay(%d) of a bad record after Done = %v, want ErrUnknownRoot", id, err)
+					}
+				case err != nil || r.ID != id || r.Payload != line:
+					t.Fatalf("Next #%d = %d %.40q, %v; want %d %.40q", i, r.ID, r.Payload, err, id, line)
+				default:
+					if got, err := src.Replay(id); err != nil || got != line {
+						t.Errorf("Replay(%d) = %.40q, %v; want %.40q", id, got, err, line)
+					}
+				}
+			}
+			if _, err := nextReady(t, src); !errors.Is(err, io.EOF) {
+				t.Fatalf("Next at the end = %v, want io.EOF", err)
+			}
+			if n := len(src.(*readerSource).bad); n != 0 {
+				t.Errorf("%d bad records remembered after Done, want 0", n)
+			}
+		})
+	}
+}
+
+// TestReaderErrorInLongLine: a read error while skipping an over-long line
+// is the error of the source, as anywhere else.
+func TestReaderErrorInLongLine(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	boom := errors.New("boom")
+	r := io.MultiReader(strings.NewReader("a\n"+strings.Repeat("y", 3*fileBufSize)), iotest.ErrReader(boom))
+	src, err := readerFactory(r, "stdin", testLineLimit)(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if r, err := nextReady(t, src); err != nil || r.Payload != "a" {
+		t.Fatalf("Next = %+v, %v", r, err)
+	}
+	if _, err := nextReady(t, src); !errors.Is(err, boom) || !strings.Contains(err.Error(), "stdin: line 2") {
+		t.Fatalf("Next = %v, want boom at line 2", err)
 	}
 }
 
