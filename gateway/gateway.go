@@ -77,6 +77,7 @@ type Server struct {
 	token   string
 	log     logrus.FieldLogger
 	mux     *http.ServeMux
+	handler http.Handler // mux, behind sameOrigin
 	hub     *hub
 	metrics *Metrics
 	// closing is closed by Close: handlers of long connections (ingest's
@@ -130,11 +131,35 @@ func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.Field
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
+	s.handler = sameOrigin(s.mux)
 	return s
 }
 
 // Handler is the gateway's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// sameOrigin refuses with 403 a request that changes something (any method
+// but GET, HEAD and OPTIONS) sent by a browser from another origin. A POST
+// of text/plain is a CORS "simple request", sent without a preflight, so
+// without this any page the user opens could write records to a node on
+// loopback, whatever the gateway answers. net/http's CrossOriginProtection
+// decides: Sec-Fetch-Site other than same-origin or none (same-site too:
+// localhost:3000 is the same site as localhost:7070), or else an Origin
+// whose host is not the request's Host. Clients other than browsers send
+// neither header and pass. WebSockets are GETs: websocket.Accept makes the
+// same Origin check.
+func sameOrigin(h http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := cop.Check(r); err != nil {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("%v (Origin %q, Sec-Fetch-Site %q, Host %q): "+
+				"a page of another origin may not send %s here; nothing was done", err, r.Header.Get("Origin"),
+				r.Header.Get("Sec-Fetch-Site"), r.Host, r.Method))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // Close ends every stream (WebSocket and SSE) and stops their pollers, and
 // ends ingest WebSockets; ingest POSTs get 503 from then on. Serve calls it
@@ -156,7 +181,7 @@ func (s *Server) Serve(ctx context.Context, addr string) error {
 
 // ServeListener is Serve on a listener of the caller's.
 func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	s.log.Infof("gateway: listening on http://%s", l.Addr())

@@ -329,6 +329,61 @@ func TestAdminSetAckersClientGone(t *testing.T) {
 	}
 }
 
+// TestCrossOrigin: a browser's write from another origin is 403 and
+// writes nothing; the gateway's own pages, clients that are not browsers
+// and reads are served. A text/plain POST needs no preflight, so any page
+// could write records to a node on loopback.
+func TestCrossOrigin(t *testing.T) {
+	l := openLog(t, ingestOpts)
+	s := New(nil, nil, "s3cret", quiet(), withIngest(l))
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	self := srv.URL // http://127.0.0.1:port
+	for _, tc := range []struct {
+		name, method, path string
+		header             map[string]string
+		code               int
+	}{
+		{"no browser", "POST", "/api/ingest", nil, 200},
+		{"own page", "POST", "/api/ingest", map[string]string{"Origin": self}, 200},
+		{"own page, fetch metadata", "POST", "/api/ingest", map[string]string{"Origin": self, "Sec-Fetch-Site": "same-origin"}, 200},
+		{"typed by the user", "POST", "/api/ingest", map[string]string{"Sec-Fetch-Site": "none"}, 200},
+		{"another site", "POST", "/api/ingest", map[string]string{"Origin": "https://evil.example"}, 403},
+		{"another port", "POST", "/api/ingest", map[string]string{"Origin": "http://127.0.0.1:1"}, 403},
+		{"opaque origin", "POST", "/api/ingest", map[string]string{"Origin": "null"}, 403},
+		{"cross-site", "POST", "/api/ingest", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403},
+		{"same site, another origin", "POST", "/api/ingest", map[string]string{"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site"}, 403},
+		{"admin", "POST", "/api/admin/ackers", map[string]string{"Origin": "https://evil.example", "Authorization": "Bearer s3cret"}, 403},
+		{"a read", "GET", "/api/ingest", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			end := l.End()
+			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader("a record\n"))
+			req.Header.Set("Content-Type", "text/plain")
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			var e map[string]any
+			if err := json.NewDecoder(res.Body).Decode(&e); err != nil || res.StatusCode != tc.code {
+				t.Fatalf("%d %v (%v), want %d", res.StatusCode, e, err, tc.code)
+			}
+			if tc.code == 403 {
+				if msg, _ := e["error"].(string); !strings.Contains(msg, "cross-origin request detected") || !strings.Contains(msg, "nothing was done") {
+					t.Fatalf("error %q, want it to say why and that nothing was done", msg)
+				}
+				if l.End() != end {
+					t.Fatal("a refused request wrote records")
+				}
+			}
+		})
+	}
+}
+
 func TestAdminOffWithoutToken(t *testing.T) {
 	srv := running(t, "")
 	var e map[string]string
