@@ -64,8 +64,17 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 	if a.fwd.pass(ctx) {
 		return
 	}
-	if m, ok := ctx.Message().(*messages.AckerSet); ok {
-		a.env.learn(m) // a member other than the one that changed the set
+	switch m := ctx.Message().(type) { // a newer acker set, announced or the sender's
+	case *messages.AckerSet:
+		a.env.learn(m)
+	case *messages.Track:
+		a.env.learnFrom(m.Version, m.Routing)
+	case *messages.AckBatch:
+		a.env.learnFrom(m.Version, m.Routing)
+	case *messages.FailRoot:
+		a.env.learnFrom(m.Version, m.Routing)
+	case *messages.Handover:
+		a.env.learnFrom(m.Version, m.Routing)
 	}
 	if a.l != nil {
 		if d := a.env.dir.Load(); d != a.dir {
@@ -164,7 +173,7 @@ func (a *ackerTask) move(ctx actor.Context, m *Moved) {
 	if a.cancel != nil {
 		a.cancel()
 	}
-	h := &messages.Handover{Version: a.dir.version}
+	h := &messages.Handover{Version: a.dir.version, Routing: a.dir.routing}
 	for _, r := range a.l.Extract(func(uint64) bool { return true }, nil) {
 		a.addHandover(h, r)
 	}
@@ -223,7 +232,7 @@ func (a *ackerTask) handover(out map[int]*messages.Handover, r ledger.Record) {
 	o := a.dir.ackerOf(r.SpringID)
 	h := out[o]
 	if h == nil {
-		h = &messages.Handover{Version: a.dir.version}
+		h = &messages.Handover{Version: a.dir.version, Routing: a.dir.routing}
 		out[o] = h
 	}
 	a.addHandover(h, r)
@@ -270,7 +279,7 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 		}
 	}
 	var out map[int]*messages.Handover
-	trusted := a.routedBy(m.Version)
+	trusted := a.routedBy(m.Version, m.Routing)
 	for i, id := range m.SpringIds {
 		r := ledger.Record{SpringID: id, CheckValue: m.CheckValues[i], Task: m.Tasks[i], Init: m.Flags[i]&1 != 0, Failed: m.Flags[i]&2 != 0}
 		if !trusted && a.dir.ackerOf(id) != a.num {
@@ -319,9 +328,9 @@ func (a *ackerTask) track(m *messages.Track) {
 		return
 	}
 	f := fwd[*messages.Track]{make: func() *messages.Track {
-		return &messages.Track{Task: m.Task, Version: a.dir.version, Notify: m.Notify}
+		return &messages.Track{Task: m.Task, Version: a.dir.version, Routing: a.dir.routing, Notify: m.Notify}
 	}}
-	trusted := a.routedBy(m.Version) || a.routesAlike(m.Routing)
+	trusted := a.routedBy(m.Version, m.Routing)
 	for i, id := range m.SpringIds {
 		if o := a.owner(id, trusted); o != a.num {
 			t := f.to(o)
@@ -338,7 +347,7 @@ func (a *ackerTask) track(m *messages.Track) {
 }
 
 // owner is the acker that owns id: this one when the message is trusted
-// (routedBy, routesAlike), without a look at the ring.
+// (routedBy), without a look at the ring.
 func (a *ackerTask) owner(id uint64, trusted bool) int {
 	if trusted {
 		return a.num
@@ -346,17 +355,18 @@ func (a *ackerTask) owner(id uint64, trusted bool) int {
 	return a.dir.ackerOf(id)
 }
 
-// routedBy says whether a message an acker passed on under acker set
-// version v is this acker's in every entry: v is newer than the acker's set
-// (its sender knows better). Tasks send 0: each entry is checked against
-// this acker's ring, which also corrects a sender whose set differs.
-func (a *ackerTask) routedBy(v uint64) bool { return v > a.dir.version }
-
-// routesAlike says whether a task routed every entry of a message by an
-// acker set that routes as this acker's does (Routing): then each entry is
-// this acker's, without a look at the ring.
-func (a *ackerTask) routesAlike(routing uint64) bool {
-	return routing != 0 && routing == a.dir.routing
+// routedBy says whether a message is this acker's in every entry without a
+// look at the ring: its sender routed them all by an acker set that routes
+// as this acker's does (routing; the acker has learnt a newer set from the
+// message already), or, from a sender that stamps no routing, passed them
+// on under a newer version than the acker knows (the sender knows better).
+// Remote clients stamp neither: each entry is checked against the ring,
+// which also corrects a sender whose set differs.
+func (a *ackerTask) routedBy(version, routing uint64) bool {
+	if routing != 0 {
+		return routing == a.dir.routing
+	}
+	return version > a.dir.version
 }
 
 // trackerOK says whether a Track's sender may open records: a spout task
@@ -400,8 +410,8 @@ func (a *ackerTask) ack(m *messages.AckBatch) {
 		a.drop(fmt.Sprintf("ack batch with %d springIds and %d deltas", len(m.SpringIds), len(m.XorDeltas)))
 		return
 	}
-	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.version} }}
-	trusted := a.routedBy(m.Version) || a.routesAlike(m.Routing)
+	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.version, Routing: a.dir.routing} }}
+	trusted := a.routedBy(m.Version, m.Routing)
 	for i, id := range m.SpringIds {
 		if o := a.owner(id, trusted); o != a.num {
 			b := f.to(o)
@@ -421,8 +431,8 @@ func (a *ackerTask) fail(m *messages.FailRoot) {
 	if a.l == nil {
 		return
 	}
-	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot { return &messages.FailRoot{Version: a.dir.version} }}
-	trusted := a.routedBy(m.Version)
+	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot { return &messages.FailRoot{Version: a.dir.version, Routing: a.dir.routing} }}
+	trusted := a.routedBy(m.Version, m.Routing)
 	for _, id := range m.SpringIds {
 		if o := a.owner(id, trusted); o != a.num {
 			b := f.to(o)
@@ -468,15 +478,18 @@ func (a *ackerTask) drop(what string) {
 func (a *ackerTask) flush() {
 	a.completed.drain(func(task uint32, ids []uint64) []uint64 {
 		m, spare := a.env.recycle.completedOf(ids)
+		m.Version, m.Routing = a.dir.version, a.dir.routing
 		a.toSpout(task, m)
 		return spare
 	})
 	a.failed.drain(func(task uint32, ids []uint64) []uint64 {
-		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_EXPLICIT})
+		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_EXPLICIT,
+			Version: a.dir.version, Routing: a.dir.routing})
 		return nil
 	})
 	a.expired.drain(func(task uint32, ids []uint64) []uint64 {
-		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_TIMEOUT})
+		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_TIMEOUT,
+			Version: a.dir.version, Routing: a.dir.routing})
 		return nil
 	})
 }

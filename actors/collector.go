@@ -306,10 +306,10 @@ func (c *Collector) fold(r, d uint64) {
 	b := c.acks[a]
 	if b == nil {
 		b = c.env.recycle.ackBatch(c.capFor(c.ackSize[a]))
-		b.Routing = dir.routing
+		b.Version, b.Routing = dir.version, dir.routing
 		c.acks[a] = b
 	} else if b.Routing != dir.routing {
-		b.Routing = 0 // routed by two acker sets: the acker checks each entry
+		b.Version, b.Routing = 0, 0 // routed by two acker sets: the acker checks each entry
 	}
 	if n := len(b.SpringIds); n > 0 && b.SpringIds[n-1] == r {
 		b.XorDeltas[n-1] ^= d

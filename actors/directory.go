@@ -72,14 +72,35 @@ func (e *env) learn(m *messages.AckerSet) {
 		e.log.Errorf("acker set version %d: %d ackers of %d replicas, ignored", m.Version, m.Ackers, m.Replicas)
 		return
 	}
-	e.setMu.Lock()
-	defer e.setMu.Unlock()
-	if m.Version <= e.dir.Load().version {
+	e.adopt(m.Version, int(m.Ackers), int(m.Replicas))
+}
+
+// learnFrom takes up the acker set a message's sender routed by (its
+// version and routing), if it is newer than this member's: a member that
+// missed an announcement (it joined later, or hosted no acker) catches up
+// from the first message of one that did not. A routing of another ring
+// scheme, or out of bounds, teaches nothing.
+func (e *env) learnFrom(version, routing uint64) {
+	if version == 0 || version <= e.dir.Load().version {
 		return
 	}
-	e.dir.Store(newDirectory(m.Version, int(m.Ackers), int(m.Replicas)))
-	if e.maxAckers.Load() < int32(m.Ackers) {
-		e.maxAckers.Store(int32(m.Ackers))
+	ackers, replicas := int(routing>>32&0xFFFF), int(uint32(routing))
+	if routing>>48 != ringScheme || ackers < 1 || ackers > maxAckers || replicas < 1 || replicas > ring.MaxReplicas {
+		return
+	}
+	e.adopt(version, ackers, replicas)
+}
+
+// adopt makes the set of version the member's, if it is newer.
+func (e *env) adopt(version uint64, ackers, replicas int) {
+	e.setMu.Lock()
+	defer e.setMu.Unlock()
+	if version <= e.dir.Load().version {
+		return
+	}
+	e.dir.Store(newDirectory(version, ackers, replicas))
+	if e.maxAckers.Load() < int32(ackers) {
+		e.maxAckers.Store(int32(ackers))
 	}
 }
 
@@ -114,19 +135,48 @@ func (rt *Runtime) SetAckers(ctx context.Context, c *cluster.Cluster, n int) err
 	if e.maxAckers.Load() < int32(n) {
 		e.maxAckers.Store(int32(n))
 	}
-	// Wake every acker that owned or now owns roots: an idle one would
-	// otherwise keep its records until its next message.
-	m := &messages.AckerSet{Version: d.version, Ackers: uint32(n), Replicas: uint32(d.replicas)}
-	for a := range max(n, old.ackers) {
+	e.log.Infof("ackers: %d -> %d (acker set version %d)", old.ackers, n, d.version)
+	if err := rt.announce(ctx, c, rt.running()); err != nil {
+		return fmt.Errorf("set ackers: %w", err)
+	}
+	return nil
+}
+
+// announce sends this member's acker set to every acker that owned or owns
+// roots under any set so far (an idle one would otherwise keep records it
+// no longer owns until its next message) and, with tasks, to every task of
+// the topology, so that each member routes by it, not only those hosting an
+// acker now.
+func (rt *Runtime) announce(ctx context.Context, c *cluster.Cluster, tasks bool) error {
+	e := rt.env
+	d := e.dir.Load()
+	if d.ackers == 0 {
+		return nil
+	}
+	m := &messages.AckerSet{Version: d.version, Ackers: uint32(d.ackers), Replicas: uint32(d.replicas)}
+	send := func(identity, kind string) error {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("set ackers: %w", err)
+			return err
 		}
-		p := c.Get(AckerIdentity(a), KindAcker)
+		p := c.Get(identity, kind)
 		if p == nil {
-			return fmt.Errorf("set ackers: no member hosts %s", AckerIdentity(a))
+			return fmt.Errorf("announcing acker set %d: no member hosts %s", d.version, identity)
 		}
 		c.ActorSystem.Root.Send(p, m)
+		return nil
 	}
-	e.log.Infof("ackers: %d -> %d (acker set version %d)", old.ackers, n, d.version)
+	for a := range int(e.maxAckers.Load()) {
+		if err := send(AckerIdentity(a), KindAcker); err != nil {
+			return err
+		}
+	}
+	for task := range uint32(e.topo.Tasks()) {
+		if !tasks {
+			break
+		}
+		if err := send(e.topo.identity(task), e.topo.kindOf(task)); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -125,6 +125,41 @@ func TestSetAckersRejects(t *testing.T) {
 	}
 }
 
+// TestLearnFrom: a member takes up the acker set a message's sender routed
+// by when it is newer and well formed, and nothing else.
+func TestLearnFrom(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version uint64
+		routing uint64
+		want    uint64 // the member's version after; it starts at 3
+		ackers  int
+	}{
+		{"newer", 5, routingOf(7, 64), 5, 7},
+		{"older", 2, routingOf(7, 64), 3, 2},
+		{"the same version", 3, routingOf(7, 64), 3, 2},
+		{"no version", 0, routingOf(7, 64), 3, 2},
+		{"no routing", 5, 0, 3, 2},
+		{"another ring scheme", 5, (ringScheme+1)<<48 | 7<<32 | 64, 3, 2},
+		{"no ackers", 5, routingOf(0, 64), 3, 2},
+		{"too many ackers", 5, routingOf(maxAckers+1, 64), 3, 2},
+		{"no replicas", 5, routingOf(7, 0), 3, 2},
+		{"too many replicas", 5, routingOf(7, ring.MaxReplicas+1), 3, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &env{log: quietLog()}
+			e.dir.Store(newDirectory(3, 2, 64))
+			e.learnFrom(tc.version, tc.routing)
+			if d := e.dir.Load(); d.version != tc.want || d.ackers != tc.ackers {
+				t.Fatalf("acker set %d of %d ackers, want %d of %d", d.version, d.ackers, tc.want, tc.ackers)
+			}
+			if d := e.dir.Load(); tc.want == 5 && (d.routing != tc.routing || int(e.maxAckers.Load()) != tc.ackers) {
+				t.Fatalf("learnt routing %x (max ackers %d), want %x", d.routing, e.maxAckers.Load(), tc.routing)
+			}
+		})
+	}
+}
+
 // TestAckerTrustsItsOwnRouting: an acker takes every entry of a Track or
 // an AckBatch stamped with its own acker set's routing without looking at
 // its ring, and checks (and passes on) the entries of one stamped with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -35,44 +36,55 @@ func startMembers(t *testing.T, n int, cfg Config, build func() *Topology) (*tes
 	ms := make([]member, n)
 	var wg sync.WaitGroup
 	for i := range ms {
-		rt, err := New(build(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kinds := rt.WorkerKinds()
-		if i == 0 {
-			kinds = rt.Kinds()
-		}
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return slog.New(slog.NewTextHandler(io.Discard, nil))
-		}))
-		c := cluster.New(sys, cluster.Configure("m", test.NewTestProvider(agent), disthash.New(),
-			remote.Configure("127.0.0.1", 0), cluster.WithKinds(kinds...)))
-		ms[i] = member{rt, c}
-		wg.Add(1)
-		go func() { defer wg.Done(); c.StartMember() }()
+		ms[i] = newMember(t, agent, cfg, build, i == 0)
+		wg.Go(ms[i].c.StartMember)
 	}
 	wg.Wait()
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, m := range ms {
 			if agentHas(agent, m.c) { // a killed member is shut down already
-				wg.Add(1)
-				go func() { defer wg.Done(); m.c.Shutdown(false) }()
+				wg.Go(func() { m.c.Shutdown(false) })
 			}
 		}
 		wg.Wait()
 	})
+	waitMembers(t, ms)
+	return agent, ms
+}
+
+// newMember makes a member on agent, not started yet: with every kind or
+// the worker kinds.
+func newMember(t *testing.T, agent *test.InMemAgent, cfg Config, build func() *Topology, all bool) member {
+	t.Helper()
+	rt, err := New(build(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := rt.WorkerKinds()
+	if all {
+		kinds = rt.Kinds()
+	}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	c := cluster.New(sys, cluster.Configure("m", test.NewTestProvider(agent), disthash.New(),
+		remote.Configure("127.0.0.1", 0), cluster.WithKinds(kinds...)))
+	return member{rt, c}
+}
+
+// waitMembers waits until every member sees all of them.
+func waitMembers(t *testing.T, ms []member) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, m := range ms {
-		for m.c.MemberList.Members().Len() != n {
+		for m.c.MemberList.Members().Len() != len(ms) {
 			if time.Now().After(deadline) {
 				t.Fatalf("members did not see each other")
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return agent, ms
 }
 
 func agentHas(agent *test.InMemAgent, c *cluster.Cluster) bool {
@@ -241,5 +253,47 @@ func TestMemberLost(t *testing.T) {
 			t.Logf("%d lines, %d roots emitted, %d replayed, %d timed out, %d duplicates dropped, in %v",
 				len(lines), st.Roots, st.Replayed, st.TimedOut, st.Counters["count"].Duplicates, st.Elapsed)
 		})
+	}
+}
+
+// TestSetAckersThenJoin: the acker set grows from 1 to 8 before the run,
+// while members 1 and 2 host no acker (they never hear of it), and a member
+// joins with the set of its config. Ackers and tasks on all of them route
+// by the new set once the run announces it (and learn it from the first
+// message of a member that knows it): no root's record splits between two
+// ackers, so nothing times out.
+func TestSetAckersThenJoin(t *testing.T) {
+	lines, truth := randomLines(7, 20_000)
+	build := memberWordCount(lines, CounterOptions{Value: -1})
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.Log, cfg.Timeout, cfg.MaxPending, cfg.MaxReplays = 1, quietLog(), time.Second, 512, 3
+	agent, ms := startMembers(t, 3, cfg, build)
+	if err := ms[0].rt.SetAckers(context.Background(), ms[0].c, 8); err != nil {
+		t.Fatal(err)
+	}
+	joiner := newMember(t, agent, cfg, build, false)
+	joiner.c.StartMember()
+	t.Cleanup(func() { joiner.c.Shutdown(false) })
+	ms = append(ms, joiner)
+	waitMembers(t, ms)
+	if v, n := joiner.rt.AckerSet(); v != 1 || n != 1 {
+		t.Fatalf("the joiner starts with acker set %d of %d ackers, want its config's: 1 of 1", v, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	st, err := ms[0].rt.Run(ctx, ms[0].c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Completed != uint64(len(lines)) || st.TimedOut != 0 || st.DeadLettered != 0 {
+		t.Fatalf("no failures injected, yet %d of %d lines completed, %d timed out, %d dead-lettered",
+			st.Completed, len(lines), st.TimedOut, st.DeadLettered)
+	}
+	got := map[string]int64{}
+	for _, e := range st.Counters["count"].Top {
+		got[e.Key] = int64(e.Count)
+	}
+	if !maps.Equal(got, truth) {
+		t.Fatalf("counts %v, truth %v", got, truth)
 	}
 }

@@ -49,6 +49,8 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		p.init(ctx, m)
 	case *actor.Terminated:
 		p.res.forget(m.Who)
+	case *messages.AckerSet:
+		p.env.learn(m)
 	case *messages.TupleBatch:
 		p.batch(m)
 	case *messages.Drain:

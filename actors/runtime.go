@@ -337,6 +337,24 @@ type Progress struct {
 	LatencyP50, LatencyP99 time.Duration
 }
 
+// announceFor is how long after a membership change a run keeps announcing
+// its acker set, at each report.
+const announceFor = 3 * time.Second
+
+// running says whether a run is under way.
+func (rt *Runtime) running() bool {
+	rep := rt.run.Load()
+	if rep == nil {
+		return false
+	}
+	select {
+	case <-rep.allDone:
+		return false
+	default:
+		return true
+	}
+}
+
 // AckerStats is one acker's share of a run.
 type AckerStats struct {
 	ID           string `json:"id"`
@@ -382,13 +400,24 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	defer rt.stopTasks(c) // their timers and sources go with them
 
 	rpid := &messages.Pid{Address: pid.Address, Id: pid.Id}
+	// Every member routes by this member's acker set, whatever it missed.
+	if err := rt.announce(ctx, c, true); err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
 	if err := rt.startSpouts(c, rep, rpid); err != nil {
 		return nil, err
 	}
-	// A member that leaves takes its tasks' state along; repair it.
-	var lostAt atomic.Int64
+	// A member that leaves takes its tasks' state along; repair it. Ackers
+	// and tasks that start on a member that joined or took them over learn
+	// the acker set again.
+	var lostAt, changedAt atomic.Int64
 	sub := c.ActorSystem.EventStream.Subscribe(func(evt any) {
-		if t, ok := evt.(*cluster.ClusterTopology); ok && len(t.Left) > 0 {
+		t, ok := evt.(*cluster.ClusterTopology)
+		if !ok || len(t.Left)+len(t.Joined) == 0 {
+			return
+		}
+		changedAt.Store(time.Now().UnixNano())
+		if len(t.Left) > 0 {
 			lostAt.Store(time.Now().UnixNano())
 			e.log.Warnf("run: %d member(s) left; restarting their spout tasks and re-sending drains", len(t.Left))
 		}
@@ -413,6 +442,12 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 			rt.Stages() // logs a stage that stays overloaded
 			if l := lostAt.Load(); l != 0 && time.Since(time.Unix(0, l)) < e.cfg.spoutDeadline()+5*time.Second {
 				rt.resume(c, rep, rpid)
+			}
+			// Placement settles over a moment: announce for a few seconds.
+			if ch := changedAt.Load(); ch != 0 && time.Since(time.Unix(0, ch)) < announceFor {
+				if err := rt.announce(ctx, c, true); err != nil {
+					e.log.WithError(err).Warn("run: announcing the acker set after a membership change")
+				}
 			}
 		}
 		if err := rep.err(); err != nil {

@@ -95,13 +95,17 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 		s.pull()
 	case *spoutTick:
 		s.tick()
+	case *messages.AckerSet:
+		s.env.learn(m)
 	case *messages.Completed:
+		s.env.learnFrom(m.Version, m.Routing)
 		if s.hold(m) {
 			return
 		}
 		s.completed(m)
 		s.env.recycle.doneCompleted(m)
 	case *messages.Failed:
+		s.env.learnFrom(m.Version, m.Routing)
 		if s.hold(m) {
 			return
 		}
@@ -395,10 +399,10 @@ func (s *spoutTask) emit(p pendingRoot, payload string) {
 	t := s.tracks[a]
 	if t == nil {
 		t = s.env.recycle.track(s.task)
-		t.Routing = d.routing
+		t.Version, t.Routing = d.version, d.routing
 		s.tracks[a] = t
 	} else if t.Routing != d.routing {
-		t.Routing = 0 // routed by two acker sets: the acker checks each entry
+		t.Version, t.Routing = 0, 0 // routed by two acker sets: the acker checks each entry
 	}
 	t.SpringIds = append(t.SpringIds, springID)
 	t.InitXors = append(t.InitXors, initXor)

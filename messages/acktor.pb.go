@@ -168,11 +168,12 @@ type AckBatch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	SpringIds []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
 	XorDeltas []uint64               `protobuf:"fixed64,2,rep,packed,name=xor_deltas,json=xorDeltas,proto3" json:"xor_deltas,omitempty"` // parallel to spring_ids
-	// Set by an acker that passes entries on: the acker set version by which
-	// the receiver owns them all. A receiver that does not know that version
-	// yet takes them as its own. 0 (from tasks): the receiver checks.
+	// The version of the acker set the sender routed every entry by (a task,
+	// or an acker that passes entries on), with routing; 0 with it. A
+	// receiver that does not know that version yet learns the set from the
+	// pair first (see AckerSet), then owns them all.
 	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	// Set by a task: the acker set it routed every entry by, as
+	// The acker set the sender routed every entry by, as
 	// scheme << 48 | ackers << 32 | replicas (the ring depends on nothing
 	// else; the scheme numbers how rings are built). A receiver routing by the
 	// same set owns them all and skips its ring; 0 (entries routed by two
@@ -244,7 +245,8 @@ func (x *AckBatch) GetRouting() uint64 {
 type FailRoot struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SpringIds     []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
-	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"` // see AckBatch.version
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`  // see AckBatch.version
+	Routing       uint64                 `protobuf:"fixed64,3,opt,name=routing,proto3" json:"routing,omitempty"` // see AckBatch.routing
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -293,10 +295,19 @@ func (x *FailRoot) GetVersion() uint64 {
 	return 0
 }
 
+func (x *FailRoot) GetRouting() uint64 {
+	if x != nil {
+		return x.Routing
+	}
+	return 0
+}
+
 // Completed tells a spout task that these roots' trees were fully processed.
 type Completed struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SpringIds     []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`  // the acker's set, as in AckBatch: its
+	Routing       uint64                 `protobuf:"fixed64,3,opt,name=routing,proto3" json:"routing,omitempty"` // spout task's member learns a newer one
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,11 +349,27 @@ func (x *Completed) GetSpringIds() []uint64 {
 	return nil
 }
 
+func (x *Completed) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Completed) GetRouting() uint64 {
+	if x != nil {
+		return x.Routing
+	}
+	return 0
+}
+
 // Failed tells a spout task to replay these roots.
 type Failed struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SpringIds     []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
 	Reason        FailReason             `protobuf:"varint,2,opt,name=reason,proto3,enum=acktor.FailReason" json:"reason,omitempty"`
+	Version       uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"` // as in Completed
+	Routing       uint64                 `protobuf:"fixed64,4,opt,name=routing,proto3" json:"routing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -389,6 +416,20 @@ func (x *Failed) GetReason() FailReason {
 		return x.Reason
 	}
 	return FailReason_FAIL_REASON_EXPLICIT
+}
+
+func (x *Failed) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Failed) GetRouting() uint64 {
+	if x != nil {
+		return x.Routing
+	}
+	return 0
 }
 
 // TupleBatch carries tuples from one task to another. Tuple i has
@@ -1254,7 +1295,11 @@ func (x *AckerStats) GetForwarded() uint64 {
 
 // AckerSet announces a new acker set: acker/0..ackers-1 on a ring of
 // replicas points each, numbered by version. An acker that learns of it
-// hands the records it no longer owns to their new ackers.
+// hands the records it no longer owns to their new ackers. The driver sends
+// it to every acker and task when the set changes, when a run starts and
+// after members join or leave; every message between tasks and ackers also
+// carries its sender's set (version and routing), so a member that missed
+// the announcement learns from the first message of one that did not.
 type AckerSet struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -1326,6 +1371,7 @@ type Handover struct {
 	Flags         []uint32               `protobuf:"varint,4,rep,packed,name=flags,proto3" json:"flags,omitempty"`
 	Version       uint64                 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`                                                                           // see AckBatch.version
 	Clients       map[uint32]*Pid        `protobuf:"bytes,6,rep,name=clients,proto3" json:"clients,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // where the remote clients among tasks hear back
+	Routing       uint64                 `protobuf:"fixed64,7,opt,name=routing,proto3" json:"routing,omitempty"`                                                                          // see AckBatch.routing
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1400,6 +1446,13 @@ func (x *Handover) GetClients() map[uint32]*Pid {
 		return x.Clients
 	}
 	return nil
+}
+
+func (x *Handover) GetRouting() uint64 {
+	if x != nil {
+		return x.Routing
+	}
+	return 0
 }
 
 // CounterQuery asks the tasks of a windowed counter component for values
@@ -1713,18 +1766,23 @@ const file_acktor_proto_rawDesc = "" +
 	"\n" +
 	"xor_deltas\x18\x02 \x03(\x06R\txorDeltas\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x18\n" +
-	"\arouting\x18\x04 \x01(\x06R\arouting\"C\n" +
+	"\arouting\x18\x04 \x01(\x06R\arouting\"]\n" +
 	"\bFailRoot\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"*\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
+	"\arouting\x18\x03 \x01(\x06R\arouting\"^\n" +
 	"\tCompleted\x12\x1d\n" +
 	"\n" +
-	"spring_ids\x18\x01 \x03(\x06R\tspringIds\"S\n" +
+	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
+	"\arouting\x18\x03 \x01(\x06R\arouting\"\x87\x01\n" +
 	"\x06Failed\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12*\n" +
-	"\x06reason\x18\x02 \x01(\x0e2\x12.acktor.FailReasonR\x06reason\"\xfc\x01\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x12.acktor.FailReasonR\x06reason\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x18\n" +
+	"\arouting\x18\x04 \x01(\x06R\arouting\"\xfc\x01\n" +
 	"\n" +
 	"TupleBatch\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12#\n" +
@@ -1811,7 +1869,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\bAckerSet\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x16\n" +
 	"\x06ackers\x18\x02 \x01(\rR\x06ackers\x12\x1a\n" +
-	"\breplicas\x18\x03 \x01(\rR\breplicas\"\x94\x02\n" +
+	"\breplicas\x18\x03 \x01(\rR\breplicas\"\xae\x02\n" +
 	"\bHandover\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12!\n" +
@@ -1819,7 +1877,8 @@ const file_acktor_proto_rawDesc = "" +
 	"\x05tasks\x18\x03 \x03(\rR\x05tasks\x12\x14\n" +
 	"\x05flags\x18\x04 \x03(\rR\x05flags\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\x04R\aversion\x127\n" +
-	"\aclients\x18\x06 \x03(\v2\x1d.acktor.Handover.ClientsEntryR\aclients\x1aG\n" +
+	"\aclients\x18\x06 \x03(\v2\x1d.acktor.Handover.ClientsEntryR\aclients\x12\x18\n" +
+	"\arouting\x18\a \x01(\x06R\arouting\x1aG\n" +
 	"\fClientsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\rR\x03key\x12!\n" +
 	"\x05value\x18\x02 \x01(\v2\v.acktor.PidR\x05value:\x028\x01\"q\n" +
