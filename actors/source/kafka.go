@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +38,12 @@ const kafkaOffsetBits = 48
 // MaxKafkaOffset is the largest record offset a Kafka source can hand out:
 // a larger one does not fit a root's ID and is an error.
 const MaxKafkaOffset = 1<<kafkaOffsetBits - 1
+
+// ErrKafkaCommit is wrapped by the error of every failed offset commit of a
+// Kafka source, as OnError receives it (and Close returns its own), so that
+// a caller can tell commits that did not land, which keep the group's
+// offsets where they were, from the fetch errors the client retries.
+var ErrKafkaCommit = errors.New("offset commit failed")
 
 // kafkaTimeout bounds the requests of opening a Kafka source (the topic
 // check, the end offsets of StopAtEnd) and of each offset commit.
@@ -95,11 +102,20 @@ type KafkaConfig struct {
 	// committed offset at their beginning; both may be changed here. Do not
 	// use Opts to change the group, the topics or committing.
 	Opts []kgo.Opt
-	// OnError, if not nil, is told of errors the source recovers from: a
-	// failed periodic commit (the next one retries), a lost group session, a
-	// fetch error the client retries. It is called from the source's own
-	// goroutines and must not block. Errors the source cannot recover from
-	// are returned by Next instead.
+	// OnError, if not nil, is told of errors the source recovers from:
+	// every failed offset commit, a lost group session, a fetch error the
+	// client retries. It is called from the source's own goroutines and must
+	// not block. Errors the source cannot recover from are returned by Next
+	// instead.
+	//
+	// A commit error wraps ErrKafkaCommit and the broker's error, and names
+	// the group, the partitions with the offsets that were not stored, and
+	// what committed: "periodic" (the next tick tries again), "revoke" (the
+	// partitions' new owners re-read from the offsets committed before) or
+	// "close" (also returned by Close). A commit that fails every time, for
+	// an ACL or a group error, is reported every CommitInterval: the
+	// group's offsets do not advance meanwhile, so a restart reads
+	// everything since the last commit that landed again.
 	OnError func(err error)
 }
 
@@ -569,8 +585,14 @@ func (s *kafkaSource) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[
 	offsets := s.release(revoked)
 	abandon := s.abandon
 	s.mu.Unlock()
-	if !abandon {
-		s.commitOffsets(ctx, offsets)
+	if abandon {
+		return
+	}
+	// The partitions are gone from this member whatever happens: a failed
+	// commit only means their new owner starts from an older offset, and
+	// reads again what finished here since. Nothing retries it, so say so.
+	if err := s.commitOffsets(ctx, "revoke", offsets); err != nil {
+		s.report(err)
 	}
 }
 
@@ -736,7 +758,8 @@ func (s *kafkaSource) commitLoop() {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			if err := s.commit(s.ctx); err != nil && s.ctx.Err() == nil {
+			// A commit cut short by Close is not reported: Close commits again.
+			if err := s.commit(s.ctx, "periodic"); err != nil && s.ctx.Err() == nil {
 				s.report(err)
 			}
 		}
@@ -744,8 +767,8 @@ func (s *kafkaSource) commitLoop() {
 }
 
 // commit commits the finished prefix of every assigned partition that moved
-// since its last commit.
-func (s *kafkaSource) commit(ctx context.Context) error {
+// since its last commit; trigger says why, for the error.
+func (s *kafkaSource) commit(ctx context.Context, trigger string) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	s.mu.Lock()
@@ -768,42 +791,130 @@ func (s *kafkaSource) commit(ctx context.Context) error {
 	if len(offsets) == 0 {
 		return nil
 	}
-	if err := s.commitOffsets(ctx, offsets); err != nil {
-		return err
+	err := s.commitOffsets(ctx, trigger, offsets)
+	failed := map[kafkaTP]bool{}
+	if ce, ok := errors.AsType[*kafkaCommitError](err); ok {
+		for _, f := range ce.failed {
+			failed[kafkaTP{f.topic, f.partition}] = true
+		}
 	}
 	s.mu.Lock()
 	for p, off := range parts {
-		if s.parts[p.slot>>kafkaOffsetBits] == p {
+		// The partitions the broker stored are not committed again; the
+		// others are, at the next tick.
+		if s.parts[p.slot>>kafkaOffsetBits] == p && !failed[kafkaTP{p.topic, p.partition}] {
 			p.committed = off
 		}
 	}
 	s.mu.Unlock()
-	return nil
+	return err
 }
 
-// commitOffsets commits offsets synchronously and returns the first error.
-func (s *kafkaSource) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+// kafkaTP names a partition.
+type kafkaTP struct {
+	topic     string
+	partition int32
+}
+
+// kafkaCommitFailure is a partition whose offset a commit did not store.
+type kafkaCommitFailure struct {
+	kafkaTP
+	offset int64
+	err    error
+}
+
+// kafkaCommitError is the error of a commit that did not store the offsets
+// of some partitions. It wraps ErrKafkaCommit and the causes, so that
+// errors.Is finds both it and the broker's error (a *kerr.Error).
+type kafkaCommitError struct {
+	msg    string
+	failed []kafkaCommitFailure // by topic and partition
+}
+
+func (e *kafkaCommitError) Error() string { return e.msg }
+
+func (e *kafkaCommitError) Unwrap() []error {
+	errs := []error{ErrKafkaCommit}
+	for _, f := range e.failed {
+		errs = append(errs, f.err)
+	}
+	return errs
+}
+
+// newKafkaCommitError describes the failed partitions of a commit of group
+// made for trigger. One cause shared by all (the request failed, or the
+// broker refused every partition alike) is said once, after the list.
+func newKafkaCommitError(trigger, group string, failed []kafkaCommitFailure) *kafkaCommitError {
+	slices.SortFunc(failed, func(a, b kafkaCommitFailure) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return int(a.partition) - int(b.partition)
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "source: kafka: %s commit of group %q", trigger, group)
+	same := true
+	for _, f := range failed {
+		same = same && f.err.Error() == failed[0].err.Error()
+	}
+	if same {
+		b.WriteString(" failed for ")
+		for i, f := range failed {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s/%d at offset %d", f.topic, f.partition, f.offset)
+		}
+		fmt.Fprintf(&b, ": %v", failed[0].err)
+	} else {
+		b.WriteString(" failed: ")
+		for i, f := range failed {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			fmt.Fprintf(&b, "%s/%d at offset %d: %v", f.topic, f.partition, f.offset, f.err)
+		}
+	}
+	return &kafkaCommitError{msg: b.String(), failed: failed}
+}
+
+// commitOffsets commits offsets synchronously. Its error, a
+// *kafkaCommitError, names every partition whose offset was not stored,
+// trigger (what committed) and the group.
+func (s *kafkaSource) commitOffsets(ctx context.Context, trigger string, offsets map[string]map[int32]kgo.EpochOffset) error {
 	if len(offsets) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
 	defer cancel()
-	var rerr error
-	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			rerr = err
+	var failed []kafkaCommitFailure
+	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil { // nothing was stored
+			for topic, ps := range offsets {
+				for partition, eo := range ps {
+					failed = append(failed, kafkaCommitFailure{kafkaTP{topic, partition}, eo.Offset, err})
+				}
+			}
 			return
 		}
 		for _, t := range resp.Topics {
+			topic := t.Topic
+			if topic == "" { // v10+ answers with topic IDs only
+				for _, rt := range req.Topics {
+					if rt.TopicID == t.TopicID {
+						topic = rt.Topic
+					}
+				}
+			}
 			for _, p := range t.Partitions {
-				if e := kerr.ErrorForCode(p.ErrorCode); e != nil && rerr == nil {
-					rerr = fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, e)
+				if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+					failed = append(failed, kafkaCommitFailure{kafkaTP{topic, p.Partition}, offsets[topic][p.Partition].Offset, e})
 				}
 			}
 		}
 	})
-	if rerr != nil {
-		return fmt.Errorf("source: kafka: committing offsets of group %s: %w", s.cfg.Group, rerr)
+	if len(failed) > 0 {
+		return newKafkaCommitError(trigger, s.cfg.Group, failed)
 	}
 	return nil
 }
@@ -990,7 +1101,8 @@ func (s *kafkaSource) GlobalIDs() {}
 var _ GlobalIDs = (*kafkaSource)(nil)
 
 // Close stops polling, commits the finished prefixes, leaves the group and
-// waits for the source's goroutines. Calling it again does nothing.
+// waits for the source's goroutines. It returns the error of its commit,
+// which OnError is told of too. Calling it again does nothing.
 func (s *kafkaSource) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -1002,7 +1114,10 @@ func (s *kafkaSource) Close() error {
 	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
-	err := s.commit(context.Background())
+	err := s.commit(context.Background(), "close")
+	if err != nil {
+		s.report(err) // OnError sees every failed commit
+	}
 	s.cl.CloseAllowingRebalance() // the final revoke commits what is left
 	s.mu.Lock()
 	s.parts, s.fetched, s.fhead = map[uint64]*kafkaPart{}, nil, 0

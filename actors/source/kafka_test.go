@@ -9,9 +9,12 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -720,4 +723,174 @@ func TestKafkaBacklog(t *testing.T) {
 		func() string {
 			return fmt.Sprintf("backlog %d after every first record, want the 2 produced since", src.Backlog())
 		})
+}
+
+// kafkaErrors collects what a source's OnError is told.
+type kafkaErrors struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (k *kafkaErrors) add(err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.errs = append(k.errs, err)
+}
+
+// commitError returns the first commit error whose message contains want.
+func (k *kafkaErrors) commitError(want string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, err := range k.errs {
+		if errors.Is(err, ErrKafkaCommit) && strings.Contains(err.Error(), want) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (k *kafkaErrors) String() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return fmt.Sprint(k.errs)
+}
+
+// waitCommitError waits until OnError was told of a commit error whose
+// message contains want, and checks that it wraps the broker's error.
+func (k *kafkaErrors) waitCommitError(t testing.TB, want string, cause error) {
+	t.Helper()
+	kafkaWaitFor(t, func() bool { return k.commitError(want) != nil },
+		func() string { return fmt.Sprintf("no commit error containing %q reached OnError; it got %v", want, k) })
+	if err := k.commitError(want); !errors.Is(err, cause) {
+		t.Errorf("commit error %q does not wrap %v", err, cause)
+	}
+}
+
+// failKafkaCommits makes the broker refuse every offset commit, partition
+// by partition with the code of cause, until the returned switch is
+// cleared: as an ACL that denies the group would.
+func failKafkaCommits(c *kfake.Cluster, cause *kerr.Error) *atomic.Bool {
+	var fail atomic.Bool
+	fail.Store(true)
+	c.ControlKey(int16(kmsg.OffsetCommit), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !fail.Load() {
+			return nil, nil, false // the broker commits as usual
+		}
+		req := kreq.(*kmsg.OffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, cause.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return &fail
+}
+
+// TestKafkaCommitErrorsReported: a commit the broker refuses reaches
+// OnError, naming what committed (periodic, revoke, close), the group, the
+// partitions and offsets, and wrapping ErrKafkaCommit and the broker's
+// error; the offsets stay where they were until a commit lands.
+func TestKafkaCommitErrorsReported(t *testing.T) {
+	const parts, n = 2, 10
+	denied := kerr.GroupAuthorizationFailed
+
+	t.Run("periodic", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		e := newKafkaEnv(t, parts, "t")
+		defer e.close()
+		e.fill(t, "t", parts, n)
+		fail := failKafkaCommits(e.c, denied)
+		var errs kafkaErrors
+		cfg := e.config("g", "t")
+		cfg.OnError = errs.add
+		src := openKafkaTask(t, cfg, 0, 1)
+		defer src.Close()
+		for _, r := range kafkaTake(t, src, parts*n) {
+			src.Done(r.ID)
+		}
+		errs.waitCommitError(t, fmt.Sprintf(`source: kafka: periodic commit of group "g" failed for t/0 at offset %d, t/1 at offset %d: GROUP_AUTHORIZATION_FAILED`, n, n), denied)
+		if got := e.committed(t, "g", "t", parts); !slices.Equal(got, []int64{-1, -1}) {
+			t.Fatalf("committed %v while the broker refuses commits", got)
+		}
+		fail.Store(false) // the next tick commits what failed
+		e.waitCommitted(t, "g", "t", []int64{n, n})
+	})
+
+	t.Run("revoke", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		e := newKafkaEnv(t, parts, "t")
+		defer e.close()
+		e.fill(t, "t", parts, n)
+		var errs kafkaErrors
+		cfg := e.config("g", "t")
+		cfg.CommitInterval = time.Hour // only the revoke commits
+		cfg.OnError = errs.add
+		a := openKafkaTask(t, cfg, 0, 2)
+		defer a.Close()
+		for _, r := range kafkaTake(t, a, parts*n) {
+			a.Done(r.ID)
+		}
+		fail := failKafkaCommits(e.c, denied)
+		b := openKafkaTask(t, cfg, 1, 2)
+		defer b.Close()
+		kafkaWaitFor(t, func() bool { return len(a.assigned()) == 1 && len(b.assigned()) == 1 },
+			func() string { return fmt.Sprintf("assignments %v, %v", a.assigned(), b.assigned()) })
+		moved := b.assigned()[0]
+		errs.waitCommitError(t, fmt.Sprintf(`source: kafka: revoke commit of group "g" failed for %s at offset %d: GROUP_AUTHORIZATION_FAILED`, moved, n), denied)
+		if err := errs.commitError("revoke"); strings.Contains(err.Error(), a.assigned()[0]) {
+			t.Errorf("revoke commit error %q names the partition kept", err)
+		}
+		fail.Store(false)
+	})
+
+	t.Run("close", func(t *testing.T) {
+		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+		e := newKafkaEnv(t, parts, "t")
+		defer e.close()
+		e.fill(t, "t", parts, n)
+		var errs kafkaErrors
+		cfg := e.config("g", "t")
+		cfg.CommitInterval = time.Hour // only Close commits
+		cfg.OnError = errs.add
+		src := openKafkaTask(t, cfg, 0, 1)
+		for _, r := range kafkaTake(t, src, parts*n) {
+			src.Done(r.ID)
+		}
+		failKafkaCommits(e.c, denied)
+		want := fmt.Sprintf(`source: kafka: close commit of group "g" failed for t/0 at offset %d, t/1 at offset %d: GROUP_AUTHORIZATION_FAILED`, n, n)
+		if err := src.Close(); err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrKafkaCommit) {
+			t.Fatalf("Close = %v, want %q", err, want)
+		}
+		errs.waitCommitError(t, want, denied)
+		// Leaving the group revokes the partitions, whose commit fails too.
+		errs.waitCommitError(t, `source: kafka: revoke commit of group "g" failed for t/0`, denied)
+	})
+}
+
+// TestKafkaCommitErrorMessage: partitions refused for different reasons
+// are each named with theirs, in order, and errors.Is finds every cause.
+func TestKafkaCommitErrorMessage(t *testing.T) {
+	err := error(newKafkaCommitError("periodic", "g", []kafkaCommitFailure{
+		{kafkaTP{"u", 0}, 7, kerr.TopicAuthorizationFailed},
+		{kafkaTP{"t", 1}, 5, kerr.GroupAuthorizationFailed},
+		{kafkaTP{"t", 0}, 3, kerr.GroupAuthorizationFailed},
+	}))
+	want := `source: kafka: periodic commit of group "g" failed: t/0 at offset 3: GROUP_AUTHORIZATION_FAILED`
+	if !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "; t/1 at offset 5: GROUP_AUTHORIZATION_FAILED") ||
+		!strings.Contains(err.Error(), "; u/0 at offset 7: TOPIC_AUTHORIZATION_FAILED") {
+		t.Errorf("error %q, want it to start with %q and name t/1 and u/0 after", err, want)
+	}
+	for _, cause := range []error{ErrKafkaCommit, kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed} {
+		if !errors.Is(err, cause) {
+			t.Errorf("error does not wrap %v", cause)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -84,11 +85,13 @@ func run(ctx context.Context, f flags) error {
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	src := speedlayer.Orders(speedlayer.OrdersConfig{Orders: f.orders, Zones: f.zones, Riders: f.riders, Rate: f.rate, Seed: f.seed})
+	var commitFailures atomic.Int64
 	switch {
 	case f.kafka != "" && f.nats != "":
 		return errors.New("--kafka and --nats: give one")
 	case f.kafka != "":
-		src = source.Kafka(source.KafkaConfig{Brokers: strings.Split(f.kafka, ","), Topics: []string{f.topic}, Group: f.group})
+		src = source.Kafka(source.KafkaConfig{Brokers: strings.Split(f.kafka, ","), Topics: []string{f.topic}, Group: f.group,
+			OnError: kafkaOnError(log, &commitFailures)})
 	case f.nats != "":
 		src = source.JetStream(source.JetStreamConfig{URL: f.nats, Stream: f.stream, Consumer: f.consumer})
 	}
@@ -139,9 +142,28 @@ func run(ctx context.Context, f flags) error {
 	}
 	fmt.Printf("final: %d orders completed, %d replayed, %d dead-lettered, latency p50 %v p99 %v\n",
 		st.Completed, st.Replayed, st.DeadLettered, st.LatencyP50, st.LatencyP99)
+	if n := commitFailures.Load(); n > 0 {
+		fmt.Printf("final: %d Kafka offset commits failed (logged above); the group resumes from its last commit that landed\n", n)
+	}
 	if r := st.Counters[speedlayer.ZonesComponent]; r != nil {
 		a := &gateway.CounterAnswer{Top: r.Top[:min(f.top, len(r.Top))], Applied: r.Applied, Distinct: r.Distinct, Repeats: r.Repeats}
 		return speedlayer.Print(os.Stdout, a)
 	}
 	return nil
+}
+
+// kafkaOnError logs what the Kafka source recovers from, so that a commit
+// that fails every time (an ACL, a group error) is seen rather than the
+// group's offsets silently staying put; commit failures are also counted
+// for the final summary. The source calls it from its own goroutines, and
+// logrus's logger is safe for that.
+func kafkaOnError(log logrus.FieldLogger, commitFailures *atomic.Int64) func(error) {
+	return func(err error) {
+		if errors.Is(err, source.ErrKafkaCommit) {
+			commitFailures.Add(1)
+			log.WithError(err).Error("speedlayer: kafka offset commit failed; the group's offsets do not advance until a commit succeeds")
+			return
+		}
+		log.WithError(err).Warn("speedlayer: kafka source")
+	}
 }
