@@ -198,7 +198,7 @@ func (s *spoutTask) move(ctx actor.Context, m *Moved) {
 
 // state is what a moved task's new activation resumes from.
 func (s *spoutTask) state() *messages.SpoutState {
-	st := &messages.SpoutState{Seq: s.seq, Exhausted: s.exhausted, Report: s.snapshot()}
+	st := &messages.SpoutState{Exhausted: s.exhausted, Report: s.snapshot()}
 	if sk, ok := s.src.(source.Seeker); ok {
 		st.Position, st.Seekable = sk.Position(), true
 	}
@@ -230,7 +230,11 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 	default:
 		s.env.log.Warnf("spout %s/%d: its source cannot seek; reading it again from the start", s.info.Component, s.info.Index)
 	}
-	s.seq = st.Seq
+	// The sequence goes on from init's random start, not from st.Seq: a
+	// state can be resumed twice (a task that moved, then died with its
+	// member, restarts from the state it moved with), and the second
+	// activation would emit the springIds the first already gave roots
+	// whose records may still be in flight.
 	s.env.log.Debugf("spout %s/%d: resumed with %d pending roots", s.info.Component, s.info.Index, len(st.SpringIds))
 	for i, id := range st.SpringIds {
 		s.pending.put(id, pendingRoot{id: st.RootIds[i], time: st.Times[i], deadline: st.Deadlines[i], attempt: st.Attempts[i]})
