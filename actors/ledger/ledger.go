@@ -85,7 +85,9 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
-// Outcome tells Pending, or Completed/Failed with the task to notify.
+// Outcome tells Pending, or Completed/Failed with the task to notify. An
+// Adopt that leaves the record Pending names the record's task too, once its
+// init has been seen: the record's timeout started over for that task.
 type Outcome struct {
 	Status Status
 	Task   uint32
@@ -97,7 +99,7 @@ type Stats struct {
 	Completed, Failed  uint64 // roots reported completed / failed (explicit fail)
 	Expired            uint64 // roots that timed out after their init
 	Orphaned           uint64 // records that timed out without an init: late or stray acks
-	Rejected           uint64 // inits refused: task too large, duplicate, or the ledger full
+	Rejected           uint64 // inits refused (task too large, duplicate, or the ledger full) and adopted records refused (task too large)
 	Dropped            uint64 // acks and fails for unknown roots refused: the ledger was full
 	HandedOver         uint64 // records extracted for another ledger
 	Adopted            uint64 // records taken over from another ledger
@@ -343,8 +345,14 @@ func (l *Ledger) Extract(move func(springID uint64) bool, dst []Record) []Record
 // Adopt takes over a record another ledger extracted, folding it into what
 // this ledger holds for the root (acks that reached it first) as the init,
 // acks and fail it stands for would have. The record's timeout starts over.
-// It is never refused for want of room: a handover must not lose roots.
+// It is never refused for want of room: a handover must not lose roots. A
+// record whose Task is above MaxTask was never extracted by a ledger: it is
+// Rejected (counted) and changes nothing.
 func (l *Ledger) Adopt(r Record) Outcome {
+	if r.Task > MaxTask {
+		l.stats.Rejected++
+		return Outcome{Status: Rejected}
+	}
 	l.stats.Adopted++
 	i, found := l.find(r.SpringID)
 	if !found {
@@ -356,6 +364,7 @@ func (l *Ledger) Adopt(r Record) Outcome {
 		switch {
 		case r.Init:
 			s.meta |= flagInit | r.Task
+			return Outcome{Status: Pending, Task: r.Task}
 		case r.Failed:
 			s.meta |= flagFail
 		}
@@ -388,6 +397,9 @@ func (l *Ledger) Adopt(r Record) Outcome {
 	}
 	s.setCheck(c)
 	l.restamp(s)
+	if s.has(flagInit) {
+		return Outcome{Status: Pending, Task: s.task()}
+	}
 	return Outcome{Status: Pending}
 }
 
