@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/internal/testserver"
 )
 
 // jetStreamBenchServer starts an embedded nats-server with JetStream whose
@@ -18,19 +19,8 @@ import (
 // down when the benchmark ends, after anything registered later (the member).
 func jetStreamBenchServer(b *testing.B, n int) *server.Server {
 	b.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: b.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv.Start()
-	b.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
-	if !srv.ReadyForConnections(10 * time.Second) {
-		b.Fatal("nats-server not ready in 10s")
-	}
+	srv, stop := testserver.JetStream(b)
+	b.Cleanup(stop)
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		b.Fatal(err)

@@ -17,31 +17,26 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
+
+	"github.com/acktor/acktor/internal/testserver"
 )
 
 // jsServer is an embedded nats-server with JetStream and one stream "S" on
 // the subjects "s.>", with a client connection for the test's own use.
 type jsServer struct {
-	srv *server.Server
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	srv     *server.Server
+	stopSrv func()
+	nc      *nats.Conn
+	js      jetstream.JetStream
 }
 
 // startJetStream starts an embedded server on a random port of 127.0.0.1.
 // The caller defers stop, so that it runs before goleak.VerifyNone.
 func startJetStream(tb testing.TB) *jsServer {
 	tb.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: tb.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		tb.Fatal("nats-server not ready in 10s")
-	}
-	s := &jsServer{srv: srv}
+	srv, stop := testserver.JetStream(tb)
+	s := &jsServer{srv: srv, stopSrv: stop}
+	var err error
 	if s.nc, err = nats.Connect(srv.ClientURL()); err != nil {
 		s.stop()
 		tb.Fatal(err)
@@ -64,8 +59,7 @@ func (s *jsServer) stop() {
 	if s.nc != nil {
 		s.nc.Close()
 	}
-	s.srv.Shutdown()
-	s.srv.WaitForShutdown()
+	s.stopSrv()
 }
 
 // publish stores the payloads on subject s.x in order (sequences 1, 2, ...

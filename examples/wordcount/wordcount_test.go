@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sirupsen/logrus"
@@ -19,6 +18,7 @@ import (
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster"
+	"github.com/acktor/acktor/internal/testserver"
 	"github.com/acktor/acktor/window"
 )
 
@@ -132,16 +132,8 @@ func TestExactlyOnce(t *testing.T) {
 // line is still one root, and its words count once: content ids derive
 // from the spout component for a broker's source, not from the task.
 func TestExactlyOnceJetStream(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready in 10 s")
-	}
+	srv, stop := testserver.JetStream(t)
+	defer stop()
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)

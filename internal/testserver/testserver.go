@@ -1,5 +1,5 @@
-// Package testserver starts what tests need on 127.0.0.1: free ports, and
-// a real etcd server.
+// Package testserver starts what tests need on 127.0.0.1: free ports, a
+// real etcd server, an embedded NATS JetStream server.
 package testserver
 
 import (
@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // FreePorts returns n ports free on 127.0.0.1 a moment ago.
@@ -104,4 +106,27 @@ func (s *EtcdServer) start(t testing.TB) {
 			t.Fatal("etcd did not become healthy in 15 s")
 		}
 	}
+}
+
+// JetStream starts an embedded nats-server with JetStream on a random port
+// of 127.0.0.1, its store in a temporary directory; stop shuts it down and
+// waits until it has (callers checking for leaked goroutines stop it
+// first).
+func JetStream(tb testing.TB) (srv *server.Server, stop func()) {
+	tb.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: tb.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		tb.Fatalf("nats-server: %v", err)
+	}
+	srv.Start()
+	stop = func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}
+	if !srv.ReadyForConnections(10 * time.Second) {
+		stop()
+		tb.Fatal("nats-server not ready in 10 s")
+	}
+	return srv, stop
 }
