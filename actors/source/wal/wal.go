@@ -1020,23 +1020,29 @@ func (l *Log) syncTo(end uint64) error {
 		<-done
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		switch {
-		case l.durable >= end:
-			return nil
-		case l.err != nil:
-			return l.err
+		if settled, err := l.settled(end); settled {
+			return err
 		}
 		return fmt.Errorf("wal: Close neither made records below %d durable nor failed the log", end) // a bug
 	}
 	defer l.syncMu.Unlock()
 	defer l.mu.Unlock()
-	switch {
-	case l.durable >= end:
-		return nil
-	case l.err != nil:
-		return l.err
+	if settled, err := l.settled(end); settled {
+		return err
 	}
 	return l.syncActive()
+}
+
+// settled says whether the records below end need no fsync from syncTo:
+// they are durable (nil), or the log failed (its error). Called under l.mu.
+func (l *Log) settled(end uint64) (ok bool, err error) {
+	switch {
+	case l.durable >= end:
+		return true, nil
+	case l.err != nil:
+		return true, l.err
+	}
+	return false, nil
 }
 
 // syncActive fsyncs the active segment outside l.mu and publishes what it
