@@ -104,3 +104,32 @@ func TestSeenAnotherTime(t *testing.T) {
 		t.Fatalf("after Release: Claim %v, Len %d", fresh, s.Len())
 	}
 }
+// BenchmarkSeenClaim claims distinct ids (a counter's exactly-once check):
+// all in one pane (no window: the whole input's ids), and spread over a
+// sliding window of 60 panes that expire as it moves, 2M ids live.
+func BenchmarkSeenClaim(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		perPane int // ids per pane; 0: one pane for all
+	}{
+		{"one-pane", 0},
+		{"window=60-panes/ids=2M", 2_000_000 / 60},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := NewSeen(time.Second, 0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				t := int64(0)
+				if tc.perPane > 0 {
+					t = int64(i/tc.perPane) * int64(time.Second)
+					s.Expire(t - 59*int64(time.Second))
+				}
+				if fresh, err := s.Claim(t, mix64(uint64(i)+1)); !fresh || err != nil {
+					b.Fatalf("claim %d: %v, %v", i, fresh, err)
+				}
+			}
+			b.ReportMetric(float64(s.Len()), "ids")
+		})
+	}
+}
