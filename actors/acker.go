@@ -46,7 +46,7 @@ type ackerTask struct {
 	failed    outbox
 	expired   outbox
 	onExpire  func(springID uint64, task uint32)
-	bad       uint64 // malformed messages dropped
+	bad       uint64 // malformed messages (or handed-over records) and undeliverable notifications dropped
 	forwarded uint64 // entries passed on to their root's new acker
 	moved     []ledger.Record
 	clients   map[uint32]*actor.PID // remote clients by task id
@@ -273,15 +273,26 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 		a.drop(fmt.Sprintf("handover with %d springIds, %d check values, %d tasks, %d flags", n, len(m.CheckValues), len(m.Tasks), len(m.Flags)))
 		return
 	}
-	for task, p := range m.Clients {
-		if task >= ClientTasks && task <= ledger.MaxTask {
-			a.client(task, p)
-		}
-	}
 	var out map[int]*messages.Handover
+	var clients map[uint32]bool // whether each client task named is served here
+	bad, badTask := 0, uint32(0)
 	trusted := a.routedBy(m.Version, m.Routing)
 	for i, id := range m.SpringIds {
 		r := ledger.Record{SpringID: id, CheckValue: m.CheckValues[i], Task: m.Tasks[i], Init: m.Flags[i]&1 != 0, Failed: m.Flags[i]&2 != 0}
+		if r.Init && !a.spoutTask(r.Task) {
+			ok, seen := clients[r.Task]
+			if !seen {
+				ok = a.handedClient(r.Task, m.Clients)
+				if clients == nil {
+					clients = map[uint32]bool{}
+				}
+				clients[r.Task] = ok
+			}
+			if !ok {
+				bad, badTask = bad+1, r.Task
+				continue
+			}
+		}
 		if !trusted && a.dir.ackerOf(id) != a.num {
 			if out == nil {
 				out = map[int]*messages.Handover{}
@@ -290,9 +301,36 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 			a.forwarded++
 			continue
 		}
-		a.outcome(id, a.l.Adopt(r))
+		if o := a.l.Adopt(r); o.Status == ledger.Rejected {
+			a.env.log.Warnf("%s: rejected a handed-over record for springId %x (task %d too large)", a.id, id, r.Task)
+		} else {
+			a.outcome(id, o)
+		}
+	}
+	if bad > 0 {
+		a.bad += uint64(bad - 1)
+		a.drop(fmt.Sprintf("%d handed-over records whose task is no spout task nor a client with an address (task %d, ...)", bad, badTask))
 	}
 	a.sendHandovers(out)
+}
+
+// spoutTask says whether task is a spout task of the topology.
+func (a *ackerTask) spoutTask(task uint32) bool {
+	return int(task) < a.env.topo.Tasks() && a.env.topo.tasks[task].Spout
+}
+
+// handedClient says whether a handed-over record's init for remote client
+// task can be served: the Handover carries its address (remembered) or this
+// acker knows it.
+func (a *ackerTask) handedClient(task uint32, carried map[uint32]*messages.Pid) bool {
+	if task < ClientTasks || task > ledger.MaxTask {
+		return false
+	}
+	if pidOf(carried[task]) != nil {
+		return a.client(task, carried[task])
+	}
+	_, ok := a.clients[task]
+	return ok
 }
 
 // A message an acker passes on carries the version of the acker set by
@@ -373,7 +411,7 @@ func (a *ackerTask) routedBy(version, routing uint64) bool {
 // of the topology, or a remote client that names its actor (remembered).
 func (a *ackerTask) trackerOK(m *messages.Track) bool {
 	if m.Notify == nil {
-		return int(m.Task) < a.env.topo.Tasks() && a.env.topo.tasks[m.Task].Spout
+		return a.spoutTask(m.Task)
 	}
 	return m.Task >= ClientTasks && m.Task <= ledger.MaxTask && a.client(m.Task, m.Notify)
 }
@@ -524,17 +562,25 @@ func (o *outbox) add(task uint32, id uint64) {
 }
 
 // drain hands each task's ids to send, which keeps them and may return an
-// empty array for the task's next ids.
+// empty array for the task's next ids. A task's ids leave the outbox before
+// send sees them: a send that panics loses its own ids (their roots replay
+// at their deadline), and the tasks after it stay queued for the next drain.
 func (o *outbox) drain(send func(task uint32, ids []uint64) (spare []uint64)) {
-	for _, t := range o.dirty {
+	i, n := 0, len(o.dirty)
+	defer func() { o.dirty = append(o.dirty[:0], o.dirty[i:n]...) }()
+	for i < n {
+		t := o.dirty[i]
+		i++
 		if int(t) < len(o.ids) {
-			o.ids[t] = send(t, o.ids[t])
+			ids := o.ids[t]
+			o.ids[t] = nil
+			o.ids[t] = send(t, ids)[:0]
 		} else {
-			send(t, o.clients[t])
+			ids := o.clients[t]
 			delete(o.clients, t)
+			send(t, ids)
 		}
 	}
-	o.dirty = o.dirty[:0]
 }
 
 func (a *ackerTask) toSpout(task uint32, m any) {
@@ -542,8 +588,14 @@ func (a *ackerTask) toSpout(task uint32, m any) {
 		if p := a.clients[task]; p != nil {
 			a.root.Send(p, m)
 		} else {
+			a.bad++
 			a.env.log.Errorf("%s: no address for remote client %d; it will time its roots out", a.id, task)
 		}
+		return
+	}
+	if !a.spoutTask(task) {
+		a.bad++
+		a.env.log.Errorf("%s: dropped a notification for task %d, which is no spout task", a.id, task)
 		return
 	}
 	if p := a.res.get(KindSpout, a.env.topo.identity(task)); p != nil {
@@ -555,11 +607,12 @@ func (a *ackerTask) toSpout(task uint32, m any) {
 
 func (a *ackerTask) stats() *messages.AckerStats {
 	if a.l == nil {
-		return &messages.AckerStats{Id: a.id}
+		return &messages.AckerStats{Id: a.id, BadMessages: a.bad}
 	}
 	s := a.l.Stats()
 	return &messages.AckerStats{Id: a.id, Tracked: s.Inits, InFlight: uint64(a.l.Len()), PeakInFlight: uint64(s.PeakInFlight),
 		Completed: s.Completed, Failed: s.Failed, Expired: s.Expired, Orphaned: s.Orphaned, Rejected: s.Rejected,
 		Acks: s.Acks, Bytes: uint64(a.l.Bytes()), Dropped: s.Dropped,
-		HandedOver: s.HandedOver, Adopted: s.Adopted, Forwarded: a.forwarded}
+		HandedOver: s.HandedOver, Adopted: s.Adopted, Forwarded: a.forwarded,
+		BadMessages: a.bad}
 }

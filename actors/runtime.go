@@ -240,7 +240,8 @@ func (rt *Runtime) Ackers(c *cluster.Cluster) ([]AckerStats, error) {
 			default:
 				out[i] = AckerStats{ID: a.Id, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
 					Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
-					HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded}
+					HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded,
+					BadMessages: a.BadMessages, Rejected: a.Rejected, Dropped: a.Dropped}
 			}
 		}()
 	}
@@ -369,6 +370,12 @@ type AckerStats struct {
 	HandedOver   uint64 `json:"handed_over"` // records moved to a new owner by SetAckers
 	Adopted      uint64 `json:"adopted"`     // records taken over from another acker
 	Forwarded    uint64 `json:"forwarded"`   // messages' entries passed on to a root's new acker
+	// BadMessages counts what the acker dropped as malformed: messages,
+	// handed-over records naming no spout task or client it can tell, and
+	// notifications for no spout task. Their roots replay at their deadline.
+	BadMessages uint64 `json:"bad_messages"`
+	Rejected    uint64 `json:"rejected"` // inits refused (duplicate, task too large, the ledger full) and handed-over records refused
+	Dropped     uint64 `json:"dropped"`  // acks and fails for unknown roots refused: the ledger was full
 }
 
 // RunStats is the account of a finished run.
