@@ -19,8 +19,19 @@ import (
 // gave in their Track; topology tasks stay below.
 const ClientTasks = 1 << 23
 
-// maxClients bounds the remote clients an acker remembers.
+// maxClients bounds the remote clients an acker remembers at once. It
+// forgets a client Generations rotations after the client last opened or
+// handed over a record here: by then every record of it has settled or
+// timed out. Past the bound a new client is refused (counted): its roots
+// time out at the client, which replays them.
 const maxClients = 1 << 16
+
+// client is where a remote client hears back, and the rotation at which it
+// last opened or restarted the timeout of a record here.
+type client struct {
+	pid  *actor.PID
+	seen uint64
+}
 
 // rotate is the acker's timer message.
 type rotate struct{}
@@ -47,10 +58,13 @@ type ackerTask struct {
 	expired   outbox
 	onExpire  func(springID uint64, task uint32)
 	bad       uint64 // malformed messages (or handed-over records) and undeliverable notifications dropped
+	refused   uint64 // remote clients refused: the table was full, or their task id was another client's
+	quiet     bool   // a refusal was logged since the last rotation
 	forwarded uint64 // entries passed on to their root's new acker
 	moved     []ledger.Record
-	clients   map[uint32]*actor.PID // remote clients by task id
-	fwd       *forwarder            // set once the acker moved to another member
+	clients   map[uint32]client // remote clients by task id
+	rotations uint64            // rotations so far, the clock of clients' seen
+	fwd       *forwarder        // set once the acker moved to another member
 	self      *actor.PID
 	flushing  bool // a flushOut is queued
 }
@@ -100,7 +114,7 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 		a.fail(m)
 	case *rotate:
 		if a.l != nil {
-			a.l.Rotate(a.onExpire)
+			a.rotate()
 		}
 	case *flushOut:
 		a.flushing = false
@@ -154,6 +168,23 @@ func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	a.onExpire = func(id uint64, task uint32) { a.expired.add(task, id) }
 	every := e.cfg.rotateEvery()
 	a.cancel = scheduler.NewTimerScheduler(a.root).SendRepeatedly(every, every, ctx.Self(), &rotate{})
+}
+
+// rotate ages the records by one generation, tells the spouts and clients
+// what timed out, and forgets the clients none of whose records can be left:
+// a record lives Generations rotations from its init or adoption, and both
+// mark its client seen.
+func (a *ackerTask) rotate() {
+	a.l.Rotate(a.onExpire)
+	a.rotations++
+	a.flush() // what is queued for a client goes out before it is forgotten
+	gens := uint64(a.env.cfg.Generations)
+	for task, c := range a.clients {
+		if a.rotations-c.seen >= gens {
+			delete(a.clients, task)
+		}
+	}
+	a.quiet = false
 }
 
 // move hands every record to the acker's activation on its new member,
@@ -247,11 +278,11 @@ func (a *ackerTask) addHandover(h *messages.Handover, r ledger.Record) {
 	if r.Failed {
 		flags |= 2
 	}
-	if p, ok := a.clients[r.Task]; ok && r.Init && r.Task >= ClientTasks {
+	if c, ok := a.clients[r.Task]; ok && r.Init && r.Task >= ClientTasks {
 		if h.Clients == nil {
 			h.Clients = map[uint32]*messages.Pid{}
 		}
-		h.Clients[r.Task] = &messages.Pid{Address: p.Address, Id: p.Id}
+		h.Clients[r.Task] = &messages.Pid{Address: c.pid.Address, Id: c.pid.Id}
 	}
 	h.SpringIds = append(h.SpringIds, r.SpringID)
 	h.CheckValues = append(h.CheckValues, r.CheckValue)
@@ -266,7 +297,10 @@ func (a *ackerTask) sendHandovers(out map[int]*messages.Handover) {
 }
 
 // adopt takes over handed-over records; one this acker does not own either
-// (the set changed again) goes on to its owner.
+// (the set changed again) goes on to its owner. A record whose init names
+// neither a spout task nor a remote client whose address the Handover
+// carries or this acker knows is dropped and counted: there would be no one
+// to tell. The rest of the Handover is adopted all the same.
 func (a *ackerTask) adopt(m *messages.Handover) {
 	n := len(m.SpringIds)
 	if a.l == nil || len(m.CheckValues) != n || len(m.Tasks) != n || len(m.Flags) != n {
@@ -301,9 +335,12 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 			a.forwarded++
 			continue
 		}
-		if o := a.l.Adopt(r); o.Status == ledger.Rejected {
+		switch o := a.l.Adopt(r); {
+		case o.Status == ledger.Rejected:
 			a.env.log.Warnf("%s: rejected a handed-over record for springId %x (task %d too large)", a.id, id, r.Task)
-		} else {
+		case o.Status == ledger.Pending && o.Task >= ClientTasks:
+			a.seen(o.Task) // its timeout started over: keep its client as long
+		default:
 			a.outcome(id, o)
 		}
 	}
@@ -321,16 +358,15 @@ func (a *ackerTask) spoutTask(task uint32) bool {
 
 // handedClient says whether a handed-over record's init for remote client
 // task can be served: the Handover carries its address (remembered) or this
-// acker knows it.
+// acker knows it. The client is marked seen.
 func (a *ackerTask) handedClient(task uint32, carried map[uint32]*messages.Pid) bool {
 	if task < ClientTasks || task > ledger.MaxTask {
 		return false
 	}
-	if pidOf(carried[task]) != nil {
-		return a.client(task, carried[task])
+	if p := pidOf(carried[task]); p != nil {
+		return a.client(task, p)
 	}
-	_, ok := a.clients[task]
-	return ok
+	return a.seen(task)
 }
 
 // A message an acker passes on carries the version of the acker set by
@@ -364,6 +400,9 @@ func (a *ackerTask) track(m *messages.Track) {
 	if len(m.SpringIds) != len(m.InitXors) || !a.trackerOK(m) {
 		a.drop(fmt.Sprintf("track from task %d with %d springIds and %d inits", m.Task, len(m.SpringIds), len(m.InitXors)))
 		return
+	}
+	if m.Notify != nil && !a.client(m.Task, pidOf(m.Notify)) {
+		return // refused and counted: the client replays these roots at its deadline
 	}
 	f := fwd[*messages.Track]{make: func() *messages.Track {
 		return &messages.Track{Task: m.Task, Version: a.dir.version, Routing: a.dir.routing, Notify: m.Notify}
@@ -407,37 +446,56 @@ func (a *ackerTask) routedBy(version, routing uint64) bool {
 	return version > a.dir.version
 }
 
-// trackerOK says whether a Track's sender may open records: a spout task
-// of the topology, or a remote client that names its actor (remembered).
+// trackerOK says whether a Track is well formed for its sender: a spout
+// task of the topology, or a remote client that names its actor.
 func (a *ackerTask) trackerOK(m *messages.Track) bool {
 	if m.Notify == nil {
 		return a.spoutTask(m.Task)
 	}
-	return m.Task >= ClientTasks && m.Task <= ledger.MaxTask && a.client(m.Task, m.Notify)
+	return m.Task >= ClientTasks && m.Task <= ledger.MaxTask && pidOf(m.Notify) != nil
 }
 
-// client remembers where remote client task hears back.
-func (a *ackerTask) client(task uint32, p *messages.Pid) bool {
-	pid := pidOf(p)
-	if pid == nil {
-		return false
-	}
-	if old, ok := a.clients[task]; ok {
-		if !old.Equal(pid) {
-			a.env.log.Warnf("%s: client %d now at %s (was %s)", a.id, task, pid, old)
-			a.clients[task] = pid
+// client remembers where remote client task hears back and marks it seen.
+// It refuses (counted) a task another client still uses, whose records
+// would otherwise tell the newcomer, and a new client past maxClients.
+func (a *ackerTask) client(task uint32, pid *actor.PID) bool {
+	if c, ok := a.clients[task]; ok {
+		if !c.pid.Equal(pid) {
+			a.refuse("%s: client %d at %s refused: the task is client %s's, which has records here", a.id, task, pid, c.pid)
+			return false
 		}
+		a.clients[task] = client{pid: c.pid, seen: a.rotations}
 		return true
 	}
-	if a.clients == nil {
-		a.clients = map[uint32]*actor.PID{}
-	}
 	if len(a.clients) >= maxClients {
-		a.env.log.Errorf("%s: %d remote clients known; refusing client %d", a.id, maxClients, task)
+		a.refuse("%s: %d remote clients with records here; refusing client %d", a.id, maxClients, task)
 		return false
 	}
-	a.clients[task] = pid
+	if a.clients == nil {
+		a.clients = map[uint32]client{}
+	}
+	a.clients[task] = client{pid: pid, seen: a.rotations}
 	return true
+}
+
+// seen marks a known client as having a record whose timeout started now,
+// and says whether the client is known.
+func (a *ackerTask) seen(task uint32) bool {
+	c, ok := a.clients[task]
+	if ok {
+		c.seen = a.rotations
+		a.clients[task] = c
+	}
+	return ok
+}
+
+// refuse counts a refused client, and logs the first refusal per rotation.
+func (a *ackerTask) refuse(format string, args ...any) {
+	a.refused++
+	if !a.quiet {
+		a.quiet = true
+		a.env.log.Errorf(format+" (further refusals until the next rotation are only counted)", args...)
+	}
 }
 
 func (a *ackerTask) ack(m *messages.AckBatch) {
@@ -585,8 +643,8 @@ func (o *outbox) drain(send func(task uint32, ids []uint64) (spare []uint64)) {
 
 func (a *ackerTask) toSpout(task uint32, m any) {
 	if task >= ClientTasks {
-		if p := a.clients[task]; p != nil {
-			a.root.Send(p, m)
+		if c, ok := a.clients[task]; ok {
+			a.root.Send(c.pid, m)
 		} else {
 			a.bad++
 			a.env.log.Errorf("%s: no address for remote client %d; it will time its roots out", a.id, task)
@@ -614,5 +672,5 @@ func (a *ackerTask) stats() *messages.AckerStats {
 		Completed: s.Completed, Failed: s.Failed, Expired: s.Expired, Orphaned: s.Orphaned, Rejected: s.Rejected,
 		Acks: s.Acks, Bytes: uint64(a.l.Bytes()), Dropped: s.Dropped,
 		HandedOver: s.HandedOver, Adopted: s.Adopted, Forwarded: a.forwarded,
-		BadMessages: a.bad}
+		BadMessages: a.bad, ClientsRefused: a.refused}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/acktor/acktor/actors/ledger"
+	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
 )
 
@@ -180,13 +181,14 @@ func TestAckerAdoptChecksTasks(t *testing.T) {
 		mine   = bad | 1
 	)
 	for _, tc := range []struct {
-		name   string
-		task   func(topo *Topology) uint32
-		carry  bool // the Handover carries client's address
-		nilPid bool // ... as an empty Pid
-		known  bool // client tracked a root here first
-		bad    uint64
-		told   bool // the listener hears that bad completed
+		name    string
+		task    func(topo *Topology) uint32
+		carry   bool // the Handover carries client's address
+		nilPid  bool // ... as an empty Pid
+		known   int  // client tracked a root here first: 1 at the listener's address, 2 at another
+		bad     uint64
+		refused uint64
+		told    bool // the listener hears that bad completed
 	}{
 		{name: "past the last task", task: func(topo *Topology) uint32 { return uint32(topo.Tasks()) }, bad: 1},
 		{name: "last task below clients", task: func(*Topology) uint32 { return ClientTasks - 1 }, bad: 1},
@@ -196,7 +198,8 @@ func TestAckerAdoptChecksTasks(t *testing.T) {
 		{name: "above MaxTask", task: func(*Topology) uint32 { return ledger.MaxTask + 1 }, bad: 1},
 		{name: "far above MaxTask", task: func(*Topology) uint32 { return 1<<31 | 5 }, carry: true, bad: 1},
 		{name: "client address carried", task: func(*Topology) uint32 { return client }, carry: true, told: true},
-		{name: "client known here", task: func(*Topology) uint32 { return client }, known: true, told: true},
+		{name: "client known here", task: func(*Topology) uint32 { return client }, known: 1, told: true},
+		{name: "client known at another address", task: func(*Topology) uint32 { return client }, carry: true, known: 2, bad: 1, refused: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lines := numbered(100, nil)
@@ -210,8 +213,11 @@ func TestAckerAdoptChecksTasks(t *testing.T) {
 			c := startMember(t, rt)
 			lis, elsewhere := listen(c), listen(c)
 			p := c.Get(AckerIdentity(0), KindAcker)
-			if tc.known {
+			switch tc.known {
+			case 1:
 				c.ActorSystem.Root.Send(p, &messages.Track{Task: client, SpringIds: []uint64{mine}, InitXors: []uint64{1}, Notify: lis.notify()})
+			case 2:
+				c.ActorSystem.Root.Send(p, &messages.Track{Task: client, SpringIds: []uint64{mine}, InitXors: []uint64{1}, Notify: elsewhere.notify()})
 			}
 			task := tc.task(topo)
 			h := &messages.Handover{SpringIds: []uint64{bad, good}, CheckValues: []uint64{5, 9}, Tasks: []uint32{task, other},
@@ -228,9 +234,9 @@ func TestAckerAdoptChecksTasks(t *testing.T) {
 				t.Errorf("the well-formed record of the Handover never completed")
 			}
 			st := ackerStats(t, c)
-			if st.BadMessages != tc.bad || lis.heard(bad) != tc.told || elsewhere.heard(bad) {
-				t.Errorf("bad messages %d, told %v (elsewhere %v); want %d, %v",
-					st.BadMessages, lis.heard(bad), elsewhere.heard(bad), tc.bad, tc.told)
+			if st.BadMessages != tc.bad || st.ClientsRefused != tc.refused || lis.heard(bad) != tc.told || elsewhere.heard(bad) {
+				t.Errorf("bad messages %d, clients refused %d, told %v (elsewhere %v); want %d, %d, %v",
+					st.BadMessages, st.ClientsRefused, lis.heard(bad), elsewhere.heard(bad), tc.bad, tc.refused, tc.told)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -241,8 +247,105 @@ func TestAckerAdoptChecksTasks(t *testing.T) {
 			if rs.Completed != uint64(len(lines)) || rs.DeadLettered != 0 {
 				t.Fatalf("roots %d completed %d dead-lettered %d", rs.Roots, rs.Completed, rs.DeadLettered)
 			}
-			if len(rs.Ackers) != 1 || rs.Ackers[0].BadMessages != tc.bad {
-				t.Fatalf("run's acker stats %+v, want %d bad messages", rs.Ackers, tc.bad)
+			if len(rs.Ackers) != 1 || rs.Ackers[0].BadMessages != tc.bad || rs.Ackers[0].ClientsRefused != tc.refused {
+				t.Fatalf("run's acker stats %+v, want %d bad messages and %d clients refused", rs.Ackers, tc.bad, tc.refused)
+			}
+		})
+	}
+}
+
+// TestAckerForgetsClients: an acker forgets a remote client once no record
+// of it can be left, so that client sessions beyond maxClients over time
+// are all served; it refuses (counted) new clients past maxClients at once,
+// and a client whose task id another client with records here holds. (It
+// used to remember every client for good, refusing all after maxClients,
+// and to point a task's notifications at whichever client came last.)
+func TestAckerForgetsClients(t *testing.T) {
+	start := func(t *testing.T) (*cluster.Cluster, *actor.PID, Config) {
+		var b Builder
+		b.Spout("s", 1, func(int, int) (source.Source, error) { return idleSource{}, nil })
+		topo, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(1)
+		rt, err := New(topo, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := startMember(t, rt)
+		return c, c.Get(AckerIdentity(0), KindAcker), cfg
+	}
+	// forgotten waits until the acker has forgotten the clients it knows.
+	forgotten := func(cfg Config) { time.Sleep(time.Duration(cfg.Generations+2) * cfg.rotateEvery()) }
+	track := func(c *cluster.Cluster, p *actor.PID, task uint32, id, init uint64, l *listener) {
+		c.ActorSystem.Root.Send(p, &messages.Track{Task: task, SpringIds: []uint64{id}, InitXors: []uint64{init}, Notify: l.notify()})
+	}
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, c *cluster.Cluster, p *actor.PID, cfg Config) (refused uint64)
+	}{
+		{"sessions beyond the bound over time", func(t *testing.T, c *cluster.Cluster, p *actor.PID, cfg Config) uint64 {
+			l := listen(c)
+			for wave := range 3 {
+				for i := range maxClients {
+					task := uint32(ClientTasks + wave*maxClients + i)
+					track(c, p, task, uint64(task)<<20, 0, l)
+				}
+				waitFor(t, fmt.Sprintf("wave %d's completions", wave), func() bool { n, _ := l.told(); return n == (wave+1)*maxClients })
+				forgotten(cfg)
+			}
+			return 0
+		}},
+		{"beyond the bound at once", func(t *testing.T, c *cluster.Cluster, p *actor.PID, cfg Config) uint64 {
+			l := listen(c)
+			const over = 5
+			for i := range maxClients + over {
+				task := uint32(ClientTasks + i)
+				track(c, p, task, uint64(task)<<20, 0, l)
+			}
+			waitFor(t, "the admitted clients' completions", func() bool { n, _ := l.told(); return n == maxClients })
+			for i := range over {
+				if id := uint64(ClientTasks+maxClients+i) << 20; l.heard(id) {
+					t.Fatalf("refused client %d was told about springId %x", maxClients+i, id)
+				}
+			}
+			forgotten(cfg)
+			task := uint32(ClientTasks + 2*maxClients)
+			track(c, p, task, 1, 0, l)
+			waitFor(t, "a new client's completion", func() bool { return l.heard(1) })
+			return over
+		}},
+		{"open roots keep their clients until they time out", func(t *testing.T, c *cluster.Cluster, p *actor.PID, cfg Config) uint64 {
+			l := listen(c)
+			const clients = 100
+			for i := range clients {
+				task := uint32(ClientTasks + i)
+				track(c, p, task, uint64(task)<<20, 1, l)
+			}
+			waitFor(t, "the roots to time out", func() bool { _, n := l.told(); return n == clients })
+			return 0
+		}},
+		{"a task id another client holds", func(t *testing.T, c *cluster.Cluster, p *actor.PID, cfg Config) uint64 {
+			first, second := listen(c), listen(c)
+			track(c, p, ClientTasks+9, 1, 7, first)
+			track(c, p, ClientTasks+9, 2, 0, second) // refused: springId 1 is first's
+			c.ActorSystem.Root.Send(p, &messages.AckBatch{SpringIds: []uint64{1}, XorDeltas: []uint64{7}})
+			waitFor(t, "the first client's completion", func() bool { return first.heard(1) })
+			if second.heard(1) || second.heard(2) || first.heard(2) {
+				t.Fatalf("the second client was served while the first held the task id")
+			}
+			forgotten(cfg)
+			track(c, p, ClientTasks+9, 3, 0, second)
+			waitFor(t, "the second client's completion", func() bool { return second.heard(3) })
+			return 1
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, p, cfg := start(t)
+			refused := tc.run(t, c, p, cfg)
+			if st := ackerStats(t, c); st.ClientsRefused != refused || st.BadMessages != 0 {
+				t.Fatalf("clients refused %d, bad messages %d; want %d and 0", st.ClientsRefused, st.BadMessages, refused)
 			}
 		})
 	}

@@ -241,7 +241,7 @@ func (rt *Runtime) Ackers(c *cluster.Cluster) ([]AckerStats, error) {
 				out[i] = AckerStats{ID: a.Id, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
 					Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
 					HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded,
-					BadMessages: a.BadMessages, Rejected: a.Rejected, Dropped: a.Dropped}
+					BadMessages: a.BadMessages, Rejected: a.Rejected, Dropped: a.Dropped, ClientsRefused: a.ClientsRefused}
 			}
 		}()
 	}
@@ -376,6 +376,9 @@ type AckerStats struct {
 	BadMessages uint64 `json:"bad_messages"`
 	Rejected    uint64 `json:"rejected"` // inits refused (duplicate, task too large, the ledger full) and handed-over records refused
 	Dropped     uint64 `json:"dropped"`  // acks and fails for unknown roots refused: the ledger was full
+	// ClientsRefused counts remote clients' Tracks refused: too many clients
+	// at once (maxClients), or a task id another client still uses.
+	ClientsRefused uint64 `json:"clients_refused"`
 }
 
 // RunStats is the account of a finished run.

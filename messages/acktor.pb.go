@@ -1138,25 +1138,26 @@ func (*AckerStatsRequest) Descriptor() ([]byte, []int) {
 }
 
 type AckerStats struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Tracked       uint64                 `protobuf:"varint,2,opt,name=tracked,proto3" json:"tracked,omitempty"` // records opened by a spout's init
-	InFlight      uint64                 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
-	PeakInFlight  uint64                 `protobuf:"varint,4,opt,name=peak_in_flight,json=peakInFlight,proto3" json:"peak_in_flight,omitempty"`
-	Completed     uint64                 `protobuf:"varint,5,opt,name=completed,proto3" json:"completed,omitempty"`
-	Failed        uint64                 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
-	Expired       uint64                 `protobuf:"varint,7,opt,name=expired,proto3" json:"expired,omitempty"`
-	Orphaned      uint64                 `protobuf:"varint,8,opt,name=orphaned,proto3" json:"orphaned,omitempty"`
-	Rejected      uint64                 `protobuf:"varint,9,opt,name=rejected,proto3" json:"rejected,omitempty"` // inits refused (duplicate, task too large, the ledger full) and handed-over records refused
-	Acks          uint64                 `protobuf:"varint,10,opt,name=acks,proto3" json:"acks,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"`                                // heap held by the ledger table
-	Dropped       uint64                 `protobuf:"varint,12,opt,name=dropped,proto3" json:"dropped,omitempty"`                            // acks/fails for unknown roots refused: the ledger was full
-	HandedOver    uint64                 `protobuf:"varint,13,opt,name=handed_over,json=handedOver,proto3" json:"handed_over,omitempty"`    // records handed to their new acker after a change of the acker set
-	Adopted       uint64                 `protobuf:"varint,14,opt,name=adopted,proto3" json:"adopted,omitempty"`                            // records taken over from another acker
-	Forwarded     uint64                 `protobuf:"varint,15,opt,name=forwarded,proto3" json:"forwarded,omitempty"`                        // inits, acks and fails passed on to the root's new acker
-	BadMessages   uint64                 `protobuf:"varint,16,opt,name=bad_messages,json=badMessages,proto3" json:"bad_messages,omitempty"` // malformed messages and handed-over records dropped, and notifications that named no spout task or known client
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Tracked        uint64                 `protobuf:"varint,2,opt,name=tracked,proto3" json:"tracked,omitempty"` // records opened by a spout's init
+	InFlight       uint64                 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	PeakInFlight   uint64                 `protobuf:"varint,4,opt,name=peak_in_flight,json=peakInFlight,proto3" json:"peak_in_flight,omitempty"`
+	Completed      uint64                 `protobuf:"varint,5,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed         uint64                 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	Expired        uint64                 `protobuf:"varint,7,opt,name=expired,proto3" json:"expired,omitempty"`
+	Orphaned       uint64                 `protobuf:"varint,8,opt,name=orphaned,proto3" json:"orphaned,omitempty"`
+	Rejected       uint64                 `protobuf:"varint,9,opt,name=rejected,proto3" json:"rejected,omitempty"` // inits refused (duplicate, task too large, the ledger full) and handed-over records refused
+	Acks           uint64                 `protobuf:"varint,10,opt,name=acks,proto3" json:"acks,omitempty"`
+	Bytes          uint64                 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"`                                         // heap held by the ledger table
+	Dropped        uint64                 `protobuf:"varint,12,opt,name=dropped,proto3" json:"dropped,omitempty"`                                     // acks/fails for unknown roots refused: the ledger was full
+	HandedOver     uint64                 `protobuf:"varint,13,opt,name=handed_over,json=handedOver,proto3" json:"handed_over,omitempty"`             // records handed to their new acker after a change of the acker set
+	Adopted        uint64                 `protobuf:"varint,14,opt,name=adopted,proto3" json:"adopted,omitempty"`                                     // records taken over from another acker
+	Forwarded      uint64                 `protobuf:"varint,15,opt,name=forwarded,proto3" json:"forwarded,omitempty"`                                 // inits, acks and fails passed on to the root's new acker
+	BadMessages    uint64                 `protobuf:"varint,16,opt,name=bad_messages,json=badMessages,proto3" json:"bad_messages,omitempty"`          // malformed messages and handed-over records dropped, and notifications that named no spout task or known client
+	ClientsRefused uint64                 `protobuf:"varint,17,opt,name=clients_refused,json=clientsRefused,proto3" json:"clients_refused,omitempty"` // remote clients refused: too many at once, or their task id was another client's
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AckerStats) Reset() {
@@ -1297,6 +1298,13 @@ func (x *AckerStats) GetForwarded() uint64 {
 func (x *AckerStats) GetBadMessages() uint64 {
 	if x != nil {
 		return x.BadMessages
+	}
+	return 0
+}
+
+func (x *AckerStats) GetClientsRefused() uint64 {
+	if x != nil {
+		return x.ClientsRefused
 	}
 	return 0
 }
@@ -1854,7 +1862,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
 	"\x05total\x18\x0e \x01(\x03R\x05total\x12\x18\n" +
 	"\alatency\x18\x0f \x03(\x04R\alatency\"\x13\n" +
-	"\x11AckerStatsRequest\"\xc1\x03\n" +
+	"\x11AckerStatsRequest\"\xea\x03\n" +
 	"\n" +
 	"AckerStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -1874,7 +1882,8 @@ const file_acktor_proto_rawDesc = "" +
 	"handedOver\x12\x18\n" +
 	"\aadopted\x18\x0e \x01(\x04R\aadopted\x12\x1c\n" +
 	"\tforwarded\x18\x0f \x01(\x04R\tforwarded\x12!\n" +
-	"\fbad_messages\x18\x10 \x01(\x04R\vbadMessages\"X\n" +
+	"\fbad_messages\x18\x10 \x01(\x04R\vbadMessages\x12'\n" +
+	"\x0fclients_refused\x18\x11 \x01(\x04R\x0eclientsRefused\"X\n" +
 	"\bAckerSet\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x16\n" +
 	"\x06ackers\x18\x02 \x01(\rR\x06ackers\x12\x1a\n" +
