@@ -625,7 +625,8 @@ func TestMetrics(t *testing.T) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	for _, want := range []string{"acktor_completed_total 3\n", "acktor_roots_total 3\n", "acktor_in_flight 0\n",
-		`acktor_acker_completed_total{acker="acker/0"} `, `acktor_window_applied_total{component="words"} 6` + "\n",
+		`acktor_acker_completed_total{acker="acker/0"} `, `acktor_acker_refused_total{acker="acker/0",reason="bad_message"} 0` + "\n",
+		`acktor_window_applied_total{component="words"} 6` + "\n",
 		`acktor_window_keys{component="words"} 3` + "\n", "acktor_ackers 2\n", `acktor_scrape_errors{what="ackers"} 0` + "\n",
 		"acktor_gateway_subscribers 0\n", `acktor_complete_latency_seconds{quantile="0.99"} `, `acktor_stage_servers{stage="acker"} 2` + "\n",
 		`acktor_stage_utilisation{stage="counter"} `, "go_goroutines "} {

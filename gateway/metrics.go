@@ -57,7 +57,7 @@ type collector struct {
 
 	ackers, ackerSetVersion                                                *prometheus.Desc
 	ackerInFlight, ackerCompleted, ackerFailed, ackerExpired, ackerBytes   *prometheus.Desc
-	ackerHandedOver, ackerAdopted, ackerForwarded                          *prometheus.Desc
+	ackerHandedOver, ackerAdopted, ackerForwarded, ackerRefused            *prometheus.Desc
 	windowApplied, windowDuplicates, windowLate, windowRefused, windowKeys *prometheus.Desc
 	windowEnd, subscribers, droppedSubscribers, scrapeErrors, members      *prometheus.Desc
 	stageServers, stageArrivals, stageService, stageUtilisation            *prometheus.Desc
@@ -69,25 +69,27 @@ func newCollector(s *Server) *collector {
 		return prometheus.NewDesc("acktor_"+name, help, labels, nil)
 	}
 	return &collector{s: s,
-		roots:              d("roots_total", "Roots the spouts read."),
-		completed:          d("completed_total", "Roots whose tree completed."),
-		failed:             d("failed_total", "Root attempts that failed or timed out."),
-		timedOut:           d("timed_out_total", "Root attempts that timed out."),
-		replayed:           d("replayed_total", "Roots replayed after a failure."),
-		deadLettered:       d("dead_lettered_total", "Roots given up and sent to the dead-letter sink."),
-		tuples:             d("tuples_total", "Tuples emitted, roots included."),
-		inFlight:           d("in_flight", "Roots in flight."),
-		latency:            d("complete_latency_seconds", "Quantiles of a root's emission to its completion, over the run.", "quantile"),
-		ackers:             d("ackers", "Ackers in the current acker set."),
-		ackerSetVersion:    d("acker_set_version", "Version of the acker set; each change adds one."),
-		ackerInFlight:      d("acker_in_flight", "Records an acker holds.", "acker"),
-		ackerCompleted:     d("acker_completed_total", "Records an acker completed.", "acker"),
-		ackerFailed:        d("acker_failed_total", "Records an acker failed.", "acker"),
-		ackerExpired:       d("acker_expired_total", "Records that timed out at an acker.", "acker"),
-		ackerBytes:         d("acker_bytes", "Heap bytes of an acker's ledger.", "acker"),
-		ackerHandedOver:    d("acker_handed_over_total", "Records an acker handed to a new owner.", "acker"),
-		ackerAdopted:       d("acker_adopted_total", "Records an acker took over.", "acker"),
-		ackerForwarded:     d("acker_forwarded_total", "Entries an acker passed on to a root's new acker.", "acker"),
+		roots:           d("roots_total", "Roots the spouts read."),
+		completed:       d("completed_total", "Roots whose tree completed."),
+		failed:          d("failed_total", "Root attempts that failed or timed out."),
+		timedOut:        d("timed_out_total", "Root attempts that timed out."),
+		replayed:        d("replayed_total", "Roots replayed after a failure."),
+		deadLettered:    d("dead_lettered_total", "Roots given up and sent to the dead-letter sink."),
+		tuples:          d("tuples_total", "Tuples emitted, roots included."),
+		inFlight:        d("in_flight", "Roots in flight."),
+		latency:         d("complete_latency_seconds", "Quantiles of a root's emission to its completion, over the run.", "quantile"),
+		ackers:          d("ackers", "Ackers in the current acker set."),
+		ackerSetVersion: d("acker_set_version", "Version of the acker set; each change adds one."),
+		ackerInFlight:   d("acker_in_flight", "Records an acker holds.", "acker"),
+		ackerCompleted:  d("acker_completed_total", "Records an acker completed.", "acker"),
+		ackerFailed:     d("acker_failed_total", "Records an acker failed.", "acker"),
+		ackerExpired:    d("acker_expired_total", "Records that timed out at an acker.", "acker"),
+		ackerBytes:      d("acker_bytes", "Heap bytes of an acker's ledger.", "acker"),
+		ackerHandedOver: d("acker_handed_over_total", "Records an acker handed to a new owner.", "acker"),
+		ackerAdopted:    d("acker_adopted_total", "Records an acker took over.", "acker"),
+		ackerForwarded:  d("acker_forwarded_total", "Entries an acker passed on to a root's new acker.", "acker"),
+		ackerRefused: d("acker_refused_total", "What an acker refused, by reason: malformed messages (bad_message), inits and handed-over records (rejected), "+
+			"acks for unknown roots with the ledger full (dropped), remote clients' Tracks (client).", "acker", "reason"),
 		windowApplied:      d("window_applied_total", "Updates a counter component applied.", "component"),
 		windowDuplicates:   d("window_duplicates_total", "Replayed updates a counter component recognised and skipped.", "component"),
 		windowLate:         d("window_late_total", "Updates older than the window.", "component"),
@@ -148,6 +150,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.ackerHandedOver, a.HandedOver, a.ID)
 		counter(c.ackerAdopted, a.Adopted, a.ID)
 		counter(c.ackerForwarded, a.Forwarded, a.ID)
+		counter(c.ackerRefused, a.BadMessages, a.ID, "bad_message")
+		counter(c.ackerRefused, a.Rejected, a.ID, "rejected")
+		counter(c.ackerRefused, a.Dropped, a.ID, "dropped")
+		counter(c.ackerRefused, a.ClientsRefused, a.ID, "client")
 	}
 	failed := 0
 	names := s.rt.Topology().Counters()

@@ -104,10 +104,11 @@ func printStatus(w io.Writer, st gateway.Status) error {
 	for _, m := range st.Members {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.ID, m.Address, strings.Join(m.Kinds, ","))
 	}
-	fmt.Fprintf(tw, "\nACKER (set version %d: %d ackers)\tMEMBER\tIN FLIGHT\tTRACKED\tCOMPLETED\tFAILED\tEXPIRED\tHANDED OVER\tADOPTED\n",
+	fmt.Fprintf(tw, "\nACKER (set version %d: %d ackers)\tMEMBER\tIN FLIGHT\tTRACKED\tCOMPLETED\tFAILED\tEXPIRED\tHANDED OVER\tADOPTED\tREFUSED\n",
 		st.AckerSet.Version, st.AckerSet.Ackers)
 	for _, a := range st.Ackers {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", a.ID, a.Member, a.InFlight, a.Tracked, a.Completed, a.Failed, a.Expired, a.HandedOver, a.Adopted)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", a.ID, a.Member, a.InFlight, a.Tracked, a.Completed, a.Failed, a.Expired, a.HandedOver, a.Adopted,
+			a.BadMessages+a.Rejected+a.Dropped+a.ClientsRefused)
 	}
 	if st.AckerErrs != "" {
 		fmt.Fprintf(tw, "(some ackers did not answer: %s)\n", st.AckerErrs)
