@@ -104,6 +104,7 @@ func TestSeenAnotherTime(t *testing.T) {
 		t.Fatalf("after Release: Claim %v, Len %d", fresh, s.Len())
 	}
 }
+
 // BenchmarkSeenClaim claims distinct ids (a counter's exactly-once check):
 // all in one pane (no window: the whole input's ids), and spread over a
 // sliding window of 60 panes that expire as it moves, 2M ids live.
