@@ -59,6 +59,16 @@ func newDirectory(version uint64, ackers, replicas int) *directory {
 	return d
 }
 
+// olderThan says whether the set of version and routing is newer than d:
+// a later version, or the same one with a greater routing. Two sets can
+// share a version (members configured with different acker counts, two
+// SetAckers at once on different members); ordering them makes every member
+// settle on one, where otherwise each would pass the other's roots back to
+// it for good.
+func (d *directory) olderThan(version, routing uint64) bool {
+	return version > d.version || version == d.version && routing > d.routing
+}
+
 // ackerOf is the number of the acker that owns springID.
 func (d *directory) ackerOf(springID uint64) int {
 	i, _ := d.table.Owner(springID)
@@ -81,7 +91,7 @@ func (e *env) learn(m *messages.AckerSet) {
 // from the first message of one that did not. A routing of another ring
 // scheme, or out of bounds, teaches nothing.
 func (e *env) learnFrom(version, routing uint64) {
-	if version == 0 || version <= e.dir.Load().version {
+	if version == 0 || !e.dir.Load().olderThan(version, routing) {
 		return
 	}
 	ackers, replicas := int(routing>>32&0xFFFF), int(uint32(routing))
@@ -93,12 +103,13 @@ func (e *env) learnFrom(version, routing uint64) {
 
 // adopt makes the set of version the member's, if it is newer.
 func (e *env) adopt(version uint64, ackers, replicas int) {
+	d := newDirectory(version, ackers, replicas)
 	e.setMu.Lock()
 	defer e.setMu.Unlock()
-	if version <= e.dir.Load().version {
+	if !e.dir.Load().olderThan(d.version, d.routing) {
 		return
 	}
-	e.dir.Store(newDirectory(version, ackers, replicas))
+	e.dir.Store(d)
 	if e.maxAckers.Load() < int32(ackers) {
 		e.maxAckers.Store(int32(ackers))
 	}

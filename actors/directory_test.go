@@ -137,7 +137,8 @@ func TestLearnFrom(t *testing.T) {
 	}{
 		{"newer", 5, routingOf(7, 64), 5, 7},
 		{"older", 2, routingOf(7, 64), 3, 2},
-		{"the same version", 3, routingOf(7, 64), 3, 2},
+		{"the same version, a greater routing", 3, routingOf(7, 64), 3, 7},
+		{"the same version, a smaller routing", 3, routingOf(1, 64), 3, 2},
 		{"no version", 0, routingOf(7, 64), 3, 2},
 		{"no routing", 5, 0, 3, 2},
 		{"another ring scheme", 5, (ringScheme+1)<<48 | 7<<32 | 64, 3, 2},
@@ -153,7 +154,7 @@ func TestLearnFrom(t *testing.T) {
 			if d := e.dir.Load(); d.version != tc.want || d.ackers != tc.ackers {
 				t.Fatalf("acker set %d of %d ackers, want %d of %d", d.version, d.ackers, tc.want, tc.ackers)
 			}
-			if d := e.dir.Load(); tc.want == 5 && (d.routing != tc.routing || int(e.maxAckers.Load()) != tc.ackers) {
+			if d := e.dir.Load(); tc.ackers != 2 && (d.routing != tc.routing || int(e.maxAckers.Load()) != tc.ackers) {
 				t.Fatalf("learnt routing %x (max ackers %d), want %x", d.routing, e.maxAckers.Load(), tc.routing)
 			}
 		})

@@ -297,3 +297,68 @@ func TestSetAckersThenJoin(t *testing.T) {
 		t.Fatalf("counts %v, truth %v", got, truth)
 	}
 }
+
+// TestAckerSetsOfOneVersion: two acker sets share a version — a member
+// configured with another acker count joins, or two members change the set
+// at once — and every member settles on the one with the greater routing,
+// where before each passed the other's roots back to it for good (millions
+// of forwards a second, roots timed out and dead-lettered).
+func TestAckerSetsOfOneVersion(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ackers int
+		setup  func(t *testing.T, agent *test.InMemAgent, ms []member, build func() *Topology, cfg Config) []member
+	}{
+		{"a member configured with another acker count", 8,
+			func(t *testing.T, agent *test.InMemAgent, ms []member, build func() *Topology, cfg Config) []member {
+				cfg.Ackers = 1
+				joiner := newMember(t, agent, cfg, build, false)
+				joiner.c.StartMember()
+				t.Cleanup(func() { joiner.c.Shutdown(false) })
+				return append(ms, joiner)
+			}},
+		{"two members change the set at once", 2,
+			func(t *testing.T, _ *test.InMemAgent, ms []member, _ func() *Topology, _ Config) []member {
+				var wg sync.WaitGroup
+				wg.Go(func() { _ = ms[0].rt.SetAckers(context.Background(), ms[0].c, 8) })
+				wg.Go(func() { _ = ms[1].rt.SetAckers(context.Background(), ms[1].c, 3) })
+				wg.Wait()
+				return ms
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lines, truth := randomLines(7, 20_000)
+			build := memberWordCount(lines, CounterOptions{Value: -1})
+			cfg := DefaultConfig()
+			cfg.Ackers, cfg.Log, cfg.Timeout, cfg.MaxPending, cfg.MaxReplays = tc.ackers, quietLog(), time.Second, 512, 3
+			agent, ms := startMembers(t, 3, cfg, build)
+			ms = tc.setup(t, agent, ms, build, cfg)
+			waitMembers(t, ms)
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			st, err := ms[0].rt.Run(ctx, ms[0].c, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Completed != uint64(len(lines)) || st.TimedOut != 0 || st.DeadLettered != 0 {
+				t.Fatalf("no failures injected, yet %d of %d lines completed, %d timed out, %d dead-lettered",
+					st.Completed, len(lines), st.TimedOut, st.DeadLettered)
+			}
+			got := map[string]int64{}
+			for _, e := range st.Counters["count"].Top {
+				got[e.Key] = int64(e.Count)
+			}
+			if !maps.Equal(got, truth) {
+				t.Fatalf("counts %v, truth %v", got, truth)
+			}
+			var forwarded uint64
+			for _, a := range st.Ackers {
+				forwarded += a.Forwarded
+			}
+			t.Logf("forwarded %d", forwarded)
+			if forwarded > uint64(len(lines)) { // a loop passes millions on
+				t.Fatalf("ackers passed %d entries on to each other for %d lines", forwarded, len(lines))
+			}
+		})
+	}
+}
