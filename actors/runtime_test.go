@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -654,6 +655,7 @@ type sharedBroker struct {
 	again       [2][]source.Root
 	outstanding map[uint64]bool
 	done        map[uint64]int
+	nakFails    bool // Redeliver answers an error, and the root comes back anyway (at its ack wait)
 }
 
 // brokerTask is one task's view of a sharedBroker.
@@ -689,6 +691,9 @@ func (s *brokerTask) Redeliver(id uint64, attempt int32) error {
 	defer b.mu.Unlock()
 	other := 1 - s.task
 	b.again[other] = append(b.again[other], source.Root{ID: id, Payload: b.lines[id], Attempt: attempt + 1})
+	if b.nakFails {
+		return errors.New("nak: no such message held")
+	}
 	return nil
 }
 
@@ -706,8 +711,15 @@ func (s *brokerTask) Close() error { return nil }
 // some of its words were counted comes back through the other spout task;
 // it is one root of the run, not two, and under exactly-once its words
 // count once (its content ids derive from the spout, not the task, for a
-// source with GlobalIDs).
+// source with GlobalIDs). So too when the Nak fails and the broker hands the
+// root out again after its ack wait.
 func TestRedeliveryToAnotherTask(t *testing.T) {
+	for _, nakFails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nak fails=%v", nakFails), func(t *testing.T) { redeliveryToAnotherTask(t, nakFails) })
+	}
+}
+
+func redeliveryToAnotherTask(t *testing.T, nakFails bool) {
 	lines := make([]string, 200)
 	truth := map[string]int64{}
 	for i := range lines {
@@ -716,7 +728,7 @@ func TestRedeliveryToAnotherTask(t *testing.T) {
 			truth[w]++
 		}
 	}
-	b := &sharedBroker{lines: lines, outstanding: map[uint64]bool{}, done: map[uint64]int{}}
+	b := &sharedBroker{lines: lines, outstanding: map[uint64]bool{}, done: map[uint64]int{}, nakFails: nakFails}
 	var bld Builder
 	bld.Spout("lines", 2, func(task, _ int) (source.Source, error) { return &brokerTask{b: b, task: task}, nil })
 	var mu sync.Mutex

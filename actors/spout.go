@@ -234,7 +234,11 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 	// state can be resumed twice (a task that moved, then died with its
 	// member, restarts from the state it moved with), and the second
 	// activation would emit the springIds the first already gave roots
-	// whose records may still be in flight.
+	// whose records may still be in flight. A start whose next 2^36 ids
+	// would meet a restored root's is drawn again.
+	for s.seqMeets(st.SpringIds) {
+		s.seq = randomSeq()
+	}
 	s.env.log.Debugf("spout %s/%d: resumed with %d pending roots", s.info.Component, s.info.Index, len(st.SpringIds))
 	for i, id := range st.SpringIds {
 		s.pending.put(id, pendingRoot{id: st.RootIds[i], time: st.Times[i], deadline: st.Deadlines[i], attempt: st.Attempts[i]})
@@ -245,6 +249,18 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 		s.col.emitted = r.Emitted
 		s.lat.add(r.Latency)
 	}
+}
+
+// seqMeets says whether one of ids lies among the next 2^36 springIds
+// the task's sequence gives.
+func (s *spoutTask) seqMeets(ids []uint64) bool {
+	const mask = 1<<springBits - 1
+	for _, id := range ids {
+		if (id-s.seq-1)&mask < 1<<36 {
+			return true
+		}
+	}
+	return false
 }
 
 // randomSeq starts a task's sequence at a random point, so that a restarted
@@ -518,14 +534,15 @@ func (s *spoutTask) redeliver(rd source.Redeliverer, p pendingRoot, reason strin
 	}
 	s.st.Replayed++
 	if err := rd.Redeliver(p.id, p.attempt); err != nil {
-		// The broker redelivers an unanswered root anyway, once its ack wait is over.
+		// The broker redelivers an unanswered root anyway, once its ack
+		// wait is over (always so for a root this task took over from a
+		// moved one, whose connection held it): it comes back all the same.
 		s.env.log.Warnf("spout %s/%d: redelivering root %d: %v", s.info.Component, s.info.Index, p.id, err)
-		return
 	}
 	// The root is the broker's again, and counts as a root of whichever
 	// task it hands it to next (maybe another): Roots stays a count of
 	// distinct roots over the tasks, so that Completed == Roots at the end.
-	if s.st.Roots > 0 {
+	if s.st.Roots > 0 { // it counted it when it took it, or took its count over
 		s.st.Roots--
 	}
 	if s.exhausted && s.st.Error == "" { // the end came (io.EOF), and now the root will again
