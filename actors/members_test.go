@@ -73,6 +73,15 @@ func newMember(t *testing.T, agent *test.InMemAgent, cfg Config, build func() *T
 	return member{rt, c}
 }
 
+// join starts a worker member on agent, shut down when the test ends.
+func join(t *testing.T, agent *test.InMemAgent, cfg Config, build func() *Topology) member {
+	t.Helper()
+	m := newMember(t, agent, cfg, build, false)
+	m.c.StartMember()
+	t.Cleanup(func() { m.c.Shutdown(false) })
+	return m
+}
+
 // waitMembers waits until every member sees all of them.
 func waitMembers(t *testing.T, ms []member) {
 	t.Helper()
@@ -271,23 +280,28 @@ func TestSetAckersThenJoin(t *testing.T) {
 	if err := ms[0].rt.SetAckers(context.Background(), ms[0].c, 8); err != nil {
 		t.Fatal(err)
 	}
-	joiner := newMember(t, agent, cfg, build, false)
-	joiner.c.StartMember()
-	t.Cleanup(func() { joiner.c.Shutdown(false) })
+	joiner := join(t, agent, cfg, build)
 	ms = append(ms, joiner)
 	waitMembers(t, ms)
 	if v, n := joiner.rt.AckerSet(); v != 1 || n != 1 {
 		t.Fatalf("the joiner starts with acker set %d of %d ackers, want its config's: 1 of 1", v, n)
 	}
+	runExact(t, ms, len(lines), truth)
+}
+
+// runExact runs the word count from member 0, injecting no failure: every
+// line completes, none times out, the counts are the truth.
+func runExact(t *testing.T, ms []member, lines int, truth map[string]int64) *RunStats {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	st, err := ms[0].rt.Run(ctx, ms[0].c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Completed != uint64(len(lines)) || st.TimedOut != 0 || st.DeadLettered != 0 {
+	if st.Completed != uint64(lines) || st.TimedOut != 0 || st.DeadLettered != 0 {
 		t.Fatalf("no failures injected, yet %d of %d lines completed, %d timed out, %d dead-lettered",
-			st.Completed, len(lines), st.TimedOut, st.DeadLettered)
+			st.Completed, lines, st.TimedOut, st.DeadLettered)
 	}
 	got := map[string]int64{}
 	for _, e := range st.Counters["count"].Top {
@@ -296,6 +310,7 @@ func TestSetAckersThenJoin(t *testing.T) {
 	if !maps.Equal(got, truth) {
 		t.Fatalf("counts %v, truth %v", got, truth)
 	}
+	return st
 }
 
 // TestAckerSetsOfOneVersion: two acker sets share a version — a member
@@ -312,10 +327,7 @@ func TestAckerSetsOfOneVersion(t *testing.T) {
 		{"a member configured with another acker count", 8,
 			func(t *testing.T, agent *test.InMemAgent, ms []member, build func() *Topology, cfg Config) []member {
 				cfg.Ackers = 1
-				joiner := newMember(t, agent, cfg, build, false)
-				joiner.c.StartMember()
-				t.Cleanup(func() { joiner.c.Shutdown(false) })
-				return append(ms, joiner)
+				return append(ms, join(t, agent, cfg, build))
 			}},
 		{"two members change the set at once", 2,
 			func(t *testing.T, _ *test.InMemAgent, ms []member, _ func() *Topology, _ Config) []member {
@@ -334,23 +346,7 @@ func TestAckerSetsOfOneVersion(t *testing.T) {
 			agent, ms := startMembers(t, 3, cfg, build)
 			ms = tc.setup(t, agent, ms, build, cfg)
 			waitMembers(t, ms)
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			defer cancel()
-			st, err := ms[0].rt.Run(ctx, ms[0].c, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Completed != uint64(len(lines)) || st.TimedOut != 0 || st.DeadLettered != 0 {
-				t.Fatalf("no failures injected, yet %d of %d lines completed, %d timed out, %d dead-lettered",
-					st.Completed, len(lines), st.TimedOut, st.DeadLettered)
-			}
-			got := map[string]int64{}
-			for _, e := range st.Counters["count"].Top {
-				got[e.Key] = int64(e.Count)
-			}
-			if !maps.Equal(got, truth) {
-				t.Fatalf("counts %v, truth %v", got, truth)
-			}
+			st := runExact(t, ms, len(lines), truth)
 			var forwarded uint64
 			for _, a := range st.Ackers {
 				forwarded += a.Forwarded
