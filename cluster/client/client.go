@@ -2,7 +2,10 @@
 // is not a topology member: the tracker paper's remote message clients. A
 // program begins a root with the XOR of the ids of the tuples it hands out
 // for it, acks with XOR deltas as work is done, and hears on a channel
-// when the ackers find the root's tree complete, failed or timed out.
+// when the ackers find the root's tree complete, failed or timed out. The
+// client keeps a deadline for each open root too, and reports it timed out
+// itself when the ackers never answer (an acker crashed with its records, or
+// refused the client), so every root begun is reported once.
 //
 // Roots go to ackers as the cluster's ring says (the paper's consistent
 // hashing over acker/0 … acker/n-1). A client that believes in a stale
@@ -14,6 +17,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +27,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors"
@@ -44,13 +49,29 @@ type Options struct {
 	// Events is the capacity of the events channel (0: 4096). When it is
 	// full the client stops taking notifications until it is read.
 	Events int
+	// Timeout is how long a root may stay open before the client reports
+	// it timed out itself, whatever became of it at the ackers: set it
+	// above the cluster's tracker timeout, so that the ackers' word comes
+	// first (0: 2 minutes).
+	Timeout time.Duration
+	// MaxPending bounds the roots open at once; Begin answers ErrFull
+	// beyond it (0: 65536).
+	MaxPending int
 }
 
-// Event is what the ackers say about a root.
+// ErrFull is Begin's answer while Options.MaxPending roots are open.
+var ErrFull = errors.New("client: as many roots open as Options.MaxPending")
+
+// clientTick makes the client's actor look for roots past their deadline.
+type clientTick struct{}
+
+// Event is what the ackers say about a root, once per root begun.
 type Event struct {
 	SpringID  uint64
-	Completed bool   // the whole tree was acked
-	Reason    string // why not: "failed" (a Fail), "timed out"
+	Completed bool // the whole tree was acked
+	// Reason says why not: "failed" (a Fail), "timed out" (at its acker),
+	// "timed out at the client" (no answer from the ackers by its deadline).
+	Reason string
 }
 
 // Client tracks roots. It is safe for concurrent use.
@@ -65,9 +86,18 @@ type Client struct {
 	notify *messages.Pid
 	events chan Event
 	sub    *eventstream.Subscription
+	cancel scheduler.CancelFunc
+	done   chan struct{} // closed by Close
+	close  sync.Once
+
+	timeout    time.Duration
+	maxPending int
+	pendMu     sync.Mutex
+	pending    map[uint64]int64 // open roots' deadlines, unix ns
 
 	mu   sync.Mutex
 	pids map[int]*actor.PID
+	gen  uint64 // bumped when pids is cleared, so a lookup begun before is not kept
 }
 
 // Dial joins the cluster cfg describes as a client (it hosts no grains),
@@ -114,12 +144,19 @@ func New(c *pcluster.Cluster, o Options) (*Client, error) {
 	if o.Events <= 0 {
 		o.Events = 4096
 	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 65536
+	}
 	r := ring.New(o.Replicas)
 	for n := range o.Ackers {
 		r.Add(actors.AckerIdentity(n))
 		_ = r.SetState(actors.AckerIdentity(n), ring.Running)
 	}
-	cl := &Client{c: c, table: r.Table(), events: make(chan Event, o.Events), pids: map[int]*actor.PID{}}
+	cl := &Client{c: c, table: r.Table(), events: make(chan Event, o.Events), pids: map[int]*actor.PID{},
+		done: make(chan struct{}), timeout: o.Timeout, maxPending: o.MaxPending, pending: map[uint64]int64{}}
 	for _, id := range cl.table.IDs() {
 		n, _ := strconv.Atoi(strings.TrimPrefix(id, "acker/"))
 		cl.num = append(cl.num, n)
@@ -130,12 +167,12 @@ func New(c *pcluster.Cluster, o Options) (*Client, error) {
 	cl.task = actors.ClientTasks + uint32(x%(1<<23))
 	cl.seq.Store(x >> 40) // a random start: a restarted client reuses no springId in flight
 	cl.self = c.ActorSystem.Root.Spawn(actor.PropsFromFunc(cl.receive))
+	every := min(max(o.Timeout/4, 10*time.Millisecond), 5*time.Second)
+	cl.cancel = scheduler.NewTimerScheduler(c.ActorSystem.Root).SendRepeatedly(every, every, cl.self, &clientTick{})
 	// A change of members may move ackers: look them up again.
 	cl.sub = c.ActorSystem.EventStream.Subscribe(func(ev any) {
 		if _, ok := ev.(*pcluster.ClusterTopology); ok {
-			cl.mu.Lock()
-			clear(cl.pids)
-			cl.mu.Unlock()
+			cl.forgetAckers()
 		}
 	})
 	cl.notify = &messages.Pid{Address: cl.self.Address, Id: cl.self.Id}
@@ -146,7 +183,7 @@ func (cl *Client) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.Completed:
 		for _, id := range m.SpringIds {
-			cl.events <- Event{SpringID: id, Completed: true}
+			cl.report(Event{SpringID: id, Completed: true})
 		}
 	case *messages.Failed:
 		reason := "failed"
@@ -154,12 +191,59 @@ func (cl *Client) receive(ctx actor.Context) {
 			reason = "timed out"
 		}
 		for _, id := range m.SpringIds {
-			cl.events <- Event{SpringID: id, Reason: reason}
+			cl.report(Event{SpringID: id, Reason: reason})
 		}
+	case *clientTick:
+		cl.expire(time.Now().UnixNano())
 	}
 }
 
-// Events delivers what the ackers say about this client's roots.
+// report delivers e if its root is open (the first word on it), waiting
+// while the events channel is full, until Close.
+func (cl *Client) report(e Event) {
+	cl.pendMu.Lock()
+	_, open := cl.pending[e.SpringID]
+	delete(cl.pending, e.SpringID)
+	cl.pendMu.Unlock()
+	if !open {
+		return // a second word on a root, or one on no root of this client's
+	}
+	select {
+	case cl.events <- e:
+	case <-cl.done:
+	}
+}
+
+// expire reports the roots past their deadline timed out. Their ackers may
+// have moved or died: look them up afresh.
+func (cl *Client) expire(now int64) {
+	var late []uint64
+	cl.pendMu.Lock()
+	for id, deadline := range cl.pending {
+		if deadline < now {
+			late = append(late, id)
+		}
+	}
+	cl.pendMu.Unlock()
+	if len(late) == 0 {
+		return
+	}
+	cl.forgetAckers()
+	for _, id := range late {
+		cl.report(Event{SpringID: id, Reason: "timed out at the client"})
+	}
+}
+
+// forgetAckers drops the cached acker addresses.
+func (cl *Client) forgetAckers() {
+	cl.mu.Lock()
+	clear(cl.pids)
+	cl.gen++
+	cl.mu.Unlock()
+}
+
+// Events delivers what the ackers say about this client's roots, one event
+// a root; Close closes it.
 func (cl *Client) Events() <-chan Event { return cl.events }
 
 // TupleID draws a random non-zero tuple id.
@@ -174,10 +258,24 @@ func (cl *Client) TupleID() uint64 {
 }
 
 // Begin opens a root whose tree starts with tuples whose ids XOR to
-// initXor, and returns its springId.
+// initXor, and returns its springId; an Event reports it by its deadline.
+// It answers ErrFull while Options.MaxPending roots are open.
 func (cl *Client) Begin(initXor uint64) (uint64, error) {
 	id := uint64(cl.task)<<seqBits | cl.seq.Add(1)&(1<<seqBits-1)
-	return id, cl.send(id, &messages.Track{Task: cl.task, SpringIds: []uint64{id}, InitXors: []uint64{initXor}, Notify: cl.notify})
+	cl.pendMu.Lock()
+	if len(cl.pending) >= cl.maxPending {
+		cl.pendMu.Unlock()
+		return 0, ErrFull
+	}
+	cl.pending[id] = time.Now().Add(cl.timeout).UnixNano()
+	cl.pendMu.Unlock()
+	if err := cl.send(id, &messages.Track{Task: cl.task, SpringIds: []uint64{id}, InitXors: []uint64{initXor}, Notify: cl.notify}); err != nil {
+		cl.pendMu.Lock()
+		delete(cl.pending, id)
+		cl.pendMu.Unlock()
+		return 0, err
+	}
+	return id, nil
 }
 
 // Ack folds xorDelta into the root: a handled tuple's id XOR the ids of
@@ -198,26 +296,36 @@ func (cl *Client) send(springID uint64, m any) error {
 	}
 	n := cl.num[i]
 	cl.mu.Lock()
-	pid := cl.pids[n]
+	pid, gen := cl.pids[n], cl.gen
 	cl.mu.Unlock()
 	if pid == nil {
 		if pid = cl.c.Get(actors.AckerIdentity(n), actors.KindAcker); pid == nil {
 			return fmt.Errorf("client: no member hosts %s", actors.AckerIdentity(n))
 		}
 		cl.mu.Lock()
-		cl.pids[n] = pid
+		if cl.gen == gen { // else the members changed while we asked
+			cl.pids[n] = pid
+		}
 		cl.mu.Unlock()
 	}
 	cl.c.ActorSystem.Root.Send(pid, m)
 	return nil
 }
 
-// Close stops the client, and leaves the cluster if Dial joined it.
+// Close stops the client, closes Events (roots still open are not
+// reported), and leaves the cluster if Dial joined it.
 func (cl *Client) Close() error {
-	cl.c.ActorSystem.EventStream.Unsubscribe(cl.sub)
-	cl.c.ActorSystem.Root.Stop(cl.self)
-	if cl.node != nil {
-		cl.node.CloseClient()
-	}
+	cl.close.Do(func() {
+		close(cl.done) // a report waiting on a full Events gives up
+		cl.cancel()
+		cl.c.ActorSystem.EventStream.Unsubscribe(cl.sub)
+		if err := cl.c.ActorSystem.Root.StopFuture(cl.self).Wait(); err != nil {
+			cl.c.Logger().Warn("client: stopping its actor", slog.Any("error", err))
+		}
+		close(cl.events)
+		if cl.node != nil {
+			cl.node.CloseClient()
+		}
+	})
 	return nil
 }

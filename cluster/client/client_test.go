@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -37,6 +38,12 @@ func quietSystem() *actor.ActorSystem {
 // else to do) and a client joined to it from an actor system of its own,
 // so that every message crosses a process boundary's encoding.
 func ackers(t *testing.T, timeout time.Duration) *Client {
+	return clients(t, timeout, Options{Ackers: 3}, 1)[0]
+}
+
+// clients starts the member of ackers and n clients with options o, each
+// in an actor system of its own.
+func clients(t *testing.T, timeout time.Duration, o Options, n int) []*Client {
 	t.Helper()
 	var b actors.Builder
 	b.Spout("s", 1, func(int, int) (source.Source, error) { return idle{}, nil })
@@ -57,26 +64,33 @@ func ackers(t *testing.T, timeout time.Duration) *Client {
 	member := pcluster.New(quietSystem(), pcluster.Configure("c", test.NewTestProvider(agent), cluster.Placement(),
 		remote.Configure("127.0.0.1", 0), pcluster.WithKinds(rt.WorkerKinds()...)))
 	member.StartMember()
-	// The test provider's StartClient is broken in this Proto.Actor version
-	// (a nil cluster in its status callback): join as a member without
-	// kinds, which hosts no grains either.
-	client := pcluster.New(quietSystem(), pcluster.Configure("c", test.NewTestProvider(agent), cluster.Placement(),
-		remote.Configure("127.0.0.1", 0)))
-	client.StartMember()
-	cl, err := New(client, Options{Ackers: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	systems := []*pcluster.Cluster{member}
+	var out []*Client
 	t.Cleanup(func() {
-		_ = cl.Close()
+		for _, cl := range out {
+			_ = cl.Close()
+		}
 		var wg sync.WaitGroup
-		for _, c := range []*pcluster.Cluster{client, member} {
-			wg.Add(1)
-			go func() { defer wg.Done(); c.Shutdown(false) }()
+		for _, c := range systems {
+			wg.Go(func() { c.Shutdown(false) })
 		}
 		wg.Wait()
 	})
-	return cl
+	for range n {
+		// The test provider's StartClient is broken in this Proto.Actor
+		// version (a nil cluster in its status callback): join as a member
+		// without kinds, which hosts no grains either.
+		c := pcluster.New(quietSystem(), pcluster.Configure("c", test.NewTestProvider(agent), cluster.Placement(),
+			remote.Configure("127.0.0.1", 0)))
+		c.StartMember()
+		systems = append(systems, c)
+		cl, err := New(c, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, cl)
+	}
+	return out
 }
 
 // next waits for n events.
@@ -172,5 +186,81 @@ func TestOptions(t *testing.T) {
 		if _, err := New(nil, o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
 		}
+	}
+}
+
+// TestClientDeadline: roots whose ackers never answer — here they refuse
+// the client, whose task id another live client holds — are reported timed
+// out at the client by their deadline, once each.
+func TestClientDeadline(t *testing.T) {
+	cls := clients(t, 300*time.Millisecond, Options{Ackers: 3, Timeout: time.Second}, 2)
+	a, b := cls[0], cls[1]
+	b.task = a.task // a 1-in-2^23 collision of random task ids, forced
+	begin := func(cl *Client, n int) {
+		for range n {
+			if _, err := cl.Begin(cl.TupleID()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	begin(a, 10)
+	time.Sleep(100 * time.Millisecond) // a holds the task id at every acker
+	begin(b, 10)
+	for id, e := range next(t, a, 10) {
+		if e.Reason != "timed out" {
+			t.Fatalf("client a, root %x: %+v, want timed out at its acker", id, e)
+		}
+	}
+	for id, e := range next(t, b, 10) {
+		if e.Reason != "timed out at the client" {
+			t.Fatalf("client b, root %x: %+v, want timed out at the client", id, e)
+		}
+	}
+	select {
+	case e := <-b.Events():
+		t.Fatalf("a second word on a root: %+v", e)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestClientMaxPending: Begin refuses a root past MaxPending open ones, and
+// takes one again once a root is reported.
+func TestClientMaxPending(t *testing.T) {
+	cl := clients(t, 200*time.Millisecond, Options{Ackers: 3, MaxPending: 2}, 1)[0]
+	for i := range 3 {
+		_, err := cl.Begin(cl.TupleID())
+		if want := i == 2; errors.Is(err, ErrFull) != want {
+			t.Fatalf("Begin #%d: %v, want ErrFull %v", i+1, err, want)
+		}
+	}
+	next(t, cl, 2) // they time out at their ackers
+	if _, err := cl.Begin(cl.TupleID()); err != nil {
+		t.Fatalf("Begin after the roots were reported: %v", err)
+	}
+}
+
+// TestCloseWithFullEvents: Close returns while reports wait on a full
+// Events channel, and closes it.
+func TestCloseWithFullEvents(t *testing.T) {
+	cl := clients(t, 100*time.Millisecond, Options{Ackers: 3, Events: 1}, 1)[0]
+	for range 20 {
+		if _, err := cl.Begin(cl.TupleID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Second) // all time out; one fits in Events
+	closed := make(chan struct{})
+	go func() { _ = cl.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return with Events full")
+	}
+	n := 0
+	for range cl.Events() {
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("%d events left in a channel of 1 after Close", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,7 +116,7 @@ func run(path string, jobs int, failRate float64, wait time.Duration) error {
 			switch {
 			case e.Completed:
 				completed++
-			case e.Reason == "timed out":
+			case strings.HasPrefix(e.Reason, "timed out"): // at its acker, or at the client
 				timedOut++
 			default:
 				failed++
