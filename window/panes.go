@@ -49,9 +49,10 @@ type Invertible[A any] interface {
 //
 // If the aggregate is Invertible, Add also adds into a running total, an
 // expiring pane is subtracted from it, and Total reads it at once. If not
-// (HyperLogLog, Bloom, conservative-update Count-Min: a max or an OR cannot
-// be undone), there is no total: the window's value is the merge of its
-// live panes, which MergeInto computes in O(panes touched × aggregate size).
+// (HyperLogLog, Bloom: a max or an OR cannot be undone), there is no
+// total: the window's value is the merge of its live panes, which MergeInto
+// computes in O(panes touched × aggregate size). (A conservative-update
+// Count-Min merges with nothing, so it cannot be a pane aggregate at all.)
 //
 // Not safe for concurrent use.
 type Panes[A Aggregate[A]] struct {

@@ -17,7 +17,11 @@ type Limits struct {
 	MaxKeys int
 	// MaxCells bounds the (key, pane) cells of all panes together, each 16
 	// bytes: a new cell beyond it is rejected with ErrCellsFull. 0 means
-	// MaxKeys × panes, the size of the paper's dense matrix.
+	// MaxKeys × panes, the size of the paper's dense matrix. A late update
+	// takes a second cell for its (key, pane) (the in-order updates' cell
+	// was folded into the total when the pane closed), so with every key in
+	// every pane a late update is refused at that default: give more room
+	// where late updates must not be.
 	MaxCells int
 }
 
@@ -147,8 +151,10 @@ func New(cfg Config, lim Limits) (*Sliding, error) {
 // in t's pane and in the window goes up by one and its sum by value. A new
 // key is copied into the dictionary; a known key costs no allocation. It
 // returns nil or one of ErrLate, ErrAhead, ErrKeysFull, ErrCellsFull,
-// ErrOverflow, and then changed nothing but the window's position (a time
-// past the newest pane moves the window even if the key is then refused).
+// ErrOverflow, and then counted nothing: a time past the newest pane moves
+// the window even if the update is then refused, and a new key refused
+// with ErrCellsFull keeps the column it was given (maybe reclaimed from a
+// key whose window count was zero).
 func (w *Sliding) Add(t int64, key []byte, value int64) error {
 	s, err := w.place(t, w)
 	if err != nil {
