@@ -358,3 +358,24 @@ func TestAckerSetsOfOneVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestDriverAgain: a driver runs the word count, leaves, and a new driver
+// runs it again against the same workers: the first run's end stopped its
+// tasks everywhere, so the second finds fresh ones (a spout task that has
+// run ignores another start, and the second run waited for it for good).
+func TestDriverAgain(t *testing.T) {
+	lines, truth := randomLines(11, 20_000)
+	build := memberWordCount(lines, CounterOptions{Value: -1})
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.Log, cfg.Timeout, cfg.MaxPending, cfg.MaxReplays = 2, quietLog(), time.Second, 512, 3
+	agent, ms := startMembers(t, 3, cfg, build)
+	runExact(t, ms, len(lines), truth)
+	agent.DeregisterService(ms[0].c.ActorSystem.ID)
+	ms[0].c.Shutdown(false)
+	driver := newMember(t, agent, cfg, build, true)
+	driver.c.StartMember()
+	t.Cleanup(func() { driver.c.Shutdown(false) })
+	ms = []member{driver, ms[1], ms[2]}
+	waitMembers(t, ms)
+	runExact(t, ms, len(lines), truth)
+}

@@ -539,8 +539,11 @@ func (rt *Runtime) resume(c *cluster.Cluster, rep *reporter, reporter *messages.
 	}
 }
 
-// stopTasks stops every task and acker of the topology hosted on this
-// member, so that no timer keeps a finished run's state alive.
+// stopTasks stops every task and acker of the topology, wherever they
+// run, and waits a moment for them to have stopped: no timer keeps a
+// finished run's state alive, and the next run (a driver started again
+// against the same workers) activates fresh tasks, not ones that ran —
+// a spout task that has started ignores another StartSpout.
 func (rt *Runtime) stopTasks(c *cluster.Cluster) {
 	e := rt.env
 	var pids []*actor.PID
@@ -554,12 +557,22 @@ func (rt *Runtime) stopTasks(c *cluster.Cluster) {
 			pids = append(pids, p)
 		}
 	}
+	var wg sync.WaitGroup
 	for _, p := range pids {
-		if p.Address == c.ActorSystem.Address() {
-			c.ActorSystem.Root.Stop(p)
-		}
+		f := c.ActorSystem.Root.StopFuture(p)
+		wg.Go(func() { _ = f.Wait() })
+	}
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(stopWait):
+		e.log.Warnf("run: not every task had stopped %v after the run", stopWait)
 	}
 }
+
+// stopWait bounds how long a run waits for its tasks to stop at its end.
+const stopWait = 5 * time.Second
 
 // reporter collects TaskReports; it runs as a local actor, read by Run.
 type reporter struct {
