@@ -170,6 +170,9 @@ func loadNodeConfig(path string) (nodeConfig, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("--config: %w", err)
 	}
+	if err := checkYAML(b); err != nil {
+		return cfg, fmt.Errorf("--config %s: %w", path, err)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
@@ -179,6 +182,48 @@ func loadNodeConfig(path string) (nodeConfig, error) {
 		return cfg, fmt.Errorf("--config %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// checkYAML refuses what the YAML decoder would take silently: a second
+// document (it reads only the first) and a number with a fraction (it cuts
+// one down to fit an integer field; no field of the config takes one).
+func checkYAML(b []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var doc, next yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		return nil // the strict decode reports it, or the file is empty
+	}
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("line %d: a second YAML document: put one config in a file", next.Line)
+	}
+	return wholeNumbers(&doc, "")
+}
+
+// wholeNumbers finds a number with a fraction in n, whose key path is at.
+func wholeNumbers(n *yaml.Node, at string) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Tag == "!!float" {
+			return fmt.Errorf("line %d: %s: %s is not a whole number", n.Line, at, n.Value)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			if at != "" {
+				key = at + "." + key
+			}
+			if err := wholeNumbers(n.Content[i+1], key); err != nil {
+				return err
+			}
+		}
+	default:
+		for _, c := range n.Content {
+			if err := wholeNumbers(c, at); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (c nodeConfig) validate() error {

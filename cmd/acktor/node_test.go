@@ -450,6 +450,9 @@ func TestNodeConfigErrors(t *testing.T) {
 		{"peers", "cluster:\n  automanaged:\n    port: 7000\n    peers: [nohost]\njob:\n  input: in.txt\n", `cluster.automanaged.peers: "nohost"`},
 		{"duration", good + "  window: soon\n", "line 7: cannot unmarshal !!str `soon` into time.Duration"},
 		{"tracker", good[:len(good)-len("job:\n  input: in.txt\n")] + "tracker:\n  wait_members: 0s\njob:\n  input: in.txt\n", "tracker.wait_members"},
+		{"a fraction", good[:len(good)-len("job:\n  input: in.txt\n")] + "tracker:\n  ackers: 0.5\njob:\n  input: in.txt\n", "line 6: tracker.ackers: 0.5 is not a whole number"},
+		{"a fraction in a list", "cluster:\n  automanaged:\n    port: 7000\n    peers: [1.5]\njob:\n  input: in.txt\n", "line 4: cluster.automanaged.peers: 1.5 is not a whole number"},
+		{"a second document", good + "---\ntracker:\n  ackers: 5\n", "line 7: a second YAML document"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "node.yaml", tc.text)
