@@ -35,6 +35,17 @@ func main() {
 	failRate := flag.Float64("fail-rate", 0.01, "share of jobs a worker fails on purpose")
 	wait := flag.Duration("wait", 60*time.Second, "how long to wait for the last job's outcome")
 	flag.Parse()
+	switch {
+	case *jobs < 1:
+		fmt.Fprintf(os.Stderr, "trackclient: --jobs %d: want >= 1\n", *jobs)
+		os.Exit(2)
+	case *failRate < 0 || *failRate > 1:
+		fmt.Fprintf(os.Stderr, "trackclient: --fail-rate %v: want 0..1\n", *failRate)
+		os.Exit(2)
+	case *wait <= 0:
+		fmt.Fprintf(os.Stderr, "trackclient: --wait %v: want > 0\n", *wait)
+		os.Exit(2)
+	}
 	if err := run(*path, *jobs, *failRate, *wait); err != nil {
 		fmt.Fprintln(os.Stderr, "trackclient:", err)
 		os.Exit(1)
