@@ -203,7 +203,7 @@ func TestClientDeadline(t *testing.T) {
 			}
 		}
 	}
-	begin(a, 60) // at every acker: all three but once in 10^10 runs
+	begin(a, 60)                       // at every acker: all three but once in 10^10 runs
 	time.Sleep(100 * time.Millisecond) // a holds the task id at every acker
 	begin(b, 10)
 	for id, e := range next(t, a, 60) {
