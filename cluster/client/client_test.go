@@ -203,8 +203,10 @@ func TestClientDeadline(t *testing.T) {
 			}
 		}
 	}
-	begin(a, 60)                       // at every acker: all three but once in 10^10 runs
-	time.Sleep(100 * time.Millisecond) // a holds the task id at every acker
+	// a's roots reach all three ackers (but once in 10^10 runs), so a
+	// holds the task id at every acker before b begins.
+	begin(a, 60)
+	time.Sleep(100 * time.Millisecond)
 	begin(b, 10)
 	for id, e := range next(t, a, 60) {
 		if e.Reason != "timed out" {
