@@ -181,10 +181,10 @@ func (rt *Runtime) announce(ctx context.Context, c *cluster.Cluster, tasks bool)
 			return err
 		}
 	}
+	if !tasks {
+		return nil
+	}
 	for task := range uint32(e.topo.Tasks()) {
-		if !tasks {
-			break
-		}
 		if err := send(e.topo.identity(task), e.topo.kindOf(task)); err != nil {
 			return err
 		}
