@@ -272,10 +272,7 @@ func TestMemberLost(t *testing.T) {
 // message of a member that knows it): no root's record splits between two
 // ackers, so nothing times out.
 func TestSetAckersThenJoin(t *testing.T) {
-	lines, truth := randomLines(7, 20_000)
-	build := memberWordCount(lines, CounterOptions{Value: -1})
-	cfg := DefaultConfig()
-	cfg.Ackers, cfg.Log, cfg.Timeout, cfg.MaxPending, cfg.MaxReplays = 1, quietLog(), time.Second, 512, 3
+	lines, truth, build, cfg := exactWordCount(7, 1)
 	agent, ms := startMembers(t, 3, cfg, build)
 	if err := ms[0].rt.SetAckers(context.Background(), ms[0].c, 8); err != nil {
 		t.Fatal(err)
@@ -287,6 +284,16 @@ func TestSetAckersThenJoin(t *testing.T) {
 		t.Fatalf("the joiner starts with acker set %d of %d ackers, want its config's: 1 of 1", v, n)
 	}
 	runExact(t, ms, len(lines), truth)
+}
+
+// exactWordCount is a word count of 20 000 random lines from seed, with
+// its truth, for members of a runtime with the given ackers, a 1 s timeout
+// and no failures injected: runExact checks its outcome.
+func exactWordCount(seed uint64, ackers int) ([]string, map[string]int64, func() *Topology, Config) {
+	lines, truth := randomLines(seed, 20_000)
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.Log, cfg.Timeout, cfg.MaxPending, cfg.MaxReplays = ackers, quietLog(), time.Second, 512, 3
+	return lines, truth, memberWordCount(lines, CounterOptions{Value: -1}), cfg
 }
 
 // runExact runs the word count from member 0, injecting no failure: every
@@ -339,10 +346,7 @@ func TestAckerSetsOfOneVersion(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lines, truth := randomLines(7, 20_000)
-			build := memberWordCount(lines, CounterOptions{Value: -1})
-			cfg := DefaultConfig()
-			cfg.Ackers, cfg.Log, cfg.Timeout, cfg.MaxPending, cfg.MaxReplays = tc.ackers, quietLog(), time.Second, 512, 3
+			lines, truth, build, cfg := exactWordCount(7, tc.ackers)
 			agent, ms := startMembers(t, 3, cfg, build)
 			ms = tc.setup(t, agent, ms, build, cfg)
 			waitMembers(t, ms)
@@ -364,10 +368,7 @@ func TestAckerSetsOfOneVersion(t *testing.T) {
 // tasks everywhere, so the second finds fresh ones (a spout task that has
 // run ignores another start, and the second run waited for it for good).
 func TestDriverAgain(t *testing.T) {
-	lines, truth := randomLines(11, 20_000)
-	build := memberWordCount(lines, CounterOptions{Value: -1})
-	cfg := DefaultConfig()
-	cfg.Ackers, cfg.Log, cfg.Timeout, cfg.MaxPending, cfg.MaxReplays = 2, quietLog(), time.Second, 512, 3
+	lines, truth, build, cfg := exactWordCount(11, 2)
 	agent, ms := startMembers(t, 3, cfg, build)
 	runExact(t, ms, len(lines), truth)
 	agent.DeregisterService(ms[0].c.ActorSystem.ID)
