@@ -57,6 +57,7 @@ type ackerTask struct {
 	failed    outbox
 	expired   outbox
 	onExpire  func(springID uint64, task uint32)
+	onDone    func(springID uint64, task uint32)
 	bad       uint64 // malformed messages (or handed-over records) and undeliverable notifications dropped
 	refused   uint64 // remote clients refused: the table was full, or their task id was another client's
 	quiet     bool   // a refusal was logged since the last rotation
@@ -166,6 +167,7 @@ func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	tasks := e.topo.Tasks()
 	a.completed, a.failed, a.expired = newOutbox(tasks), newOutbox(tasks), newOutbox(tasks)
 	a.onExpire = func(id uint64, task uint32) { a.expired.add(task, id) }
+	a.onDone = func(id uint64, task uint32) { a.completed.add(task, id) }
 	every := e.cfg.rotateEvery()
 	a.cancel = scheduler.NewTimerScheduler(a.root).SendRepeatedly(every, every, ctx.Self(), &rotate{})
 }
@@ -506,10 +508,14 @@ func (a *ackerTask) ack(m *messages.AckBatch) {
 		a.drop(fmt.Sprintf("ack batch with %d springIds and %d deltas", len(m.SpringIds), len(m.XorDeltas)))
 		return
 	}
+	if a.routedBy(m.Version, m.Routing) { // every entry is this acker's: the ledger's batched loop
+		a.l.AckBatch(m.SpringIds, m.XorDeltas, a.onDone)
+		a.env.recycle.doneAcks(m)
+		return
+	}
 	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.version, Routing: a.dir.routing} }}
-	trusted := a.routedBy(m.Version, m.Routing)
 	for i, id := range m.SpringIds {
-		if o := a.owner(id, trusted); o != a.num {
+		if o := a.dir.ackerOf(id); o != a.num {
 			b := f.to(o)
 			b.SpringIds, b.XorDeltas = append(b.SpringIds, id), append(b.XorDeltas, m.XorDeltas[i])
 			a.forwarded++

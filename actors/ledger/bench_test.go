@@ -4,30 +4,85 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
 
 // BenchmarkLedgerAck folds acks into a working set of records in flight,
-// touched in random order (at 1M the table no longer fits in cache).
+// touched in random order (at 1M the table no longer fits in cache), one
+// Ack at a time ("single") and as an acker works through an AckBatch of 64
+// entries, prefetching ahead ("batch"). The same updates to a Go map of the
+// same records are timed in the same run: map-ns/ack, and x-map, the
+// ledger's time as a fraction of the map's (the goal: <= 0.6 at 10k, <= 0.45
+// at 1M, with Ack <= 15 and <= 60 ns).
 func BenchmarkLedgerAck(b *testing.B) {
 	for _, n := range []int{10_000, 1_000_000} {
-		b.Run(fmt.Sprintf("inflight=%d", n), func(b *testing.B) {
-			l := New(Config{Generations: 3, ExpectedInFlight: n})
-			ids := make([]uint64, n)
-			rng := rand.New(rand.NewPCG(1, 2))
-			for i := range ids {
-				ids[i] = uint64(i)<<8 | 5 // spout-style: task in the high bits, sequence below
-				l.Init(ids[i], 1, rng.Uint64()|1)
-			}
-			rng.Shuffle(n, func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				l.Ack(ids[i%n], uint64(i)<<1|1)
-			}
-		})
+		ids := make([]uint64, n)
+		for i := range ids {
+			ids[i] = uint64(i>>2+1)<<40 | uint64(i&3)<<38 | uint64(i) // four spout tasks' springIds
+		}
+		for _, mode := range []string{"single", "batch"} {
+			b.Run(fmt.Sprintf("inflight=%d/%s", n, mode), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				l := New(Config{Generations: 3, ExpectedInFlight: n})
+				m := make(map[uint64]mapRecord, n)
+				for _, id := range ids {
+					c := rng.Uint64() | 1<<63 // acks below never bring it to 0
+					l.Init(id, 1, c)
+					m[id] = mapRecord{check: c, task: 1}
+				}
+				order := slices.Clone(ids)
+				rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+				deltas := make([]uint64, n)
+				for i := range deltas {
+					deltas[i] = uint64(i)<<1 | 1
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				switch mode {
+				case "single":
+					for i := 0; i < b.N; i++ {
+						l.Ack(order[i%n], deltas[i%n])
+					}
+				case "batch":
+					const batch = 64
+					done := func(uint64, uint32) {}
+					for i := 0; i < b.N; i += batch {
+						lo := i % n
+						hi := min(lo+batch, n, lo+b.N-i)
+						l.AckBatch(order[lo:hi], deltas[lo:hi], done)
+					}
+				}
+				b.StopTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					mapAck(m, order[i%n], deltas[i%n])
+				}
+				perMap := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+				perLedger := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				b.ReportMetric(perMap, "map-ns/ack")
+				b.ReportMetric(perLedger/perMap, "x-map")
+				if l.Stats().Completed != 0 {
+					b.Fatalf("%d roots completed", l.Stats().Completed)
+				}
+			})
+		}
 	}
+}
+
+// mapAck is Ack's update on a Go map: fold, and delete when done.
+func mapAck(m map[uint64]mapRecord, id, delta uint64) {
+	r, ok := m[id]
+	if !ok {
+		m[id] = mapRecord{check: delta}
+		return
+	}
+	if r.check ^= delta; r.check == 0 && r.task != 0 {
+		delete(m, id)
+		return
+	}
+	m[id] = r
 }
 
 // BenchmarkLedgerLifecycle is a root's whole life: init, ten acks, done.
@@ -166,7 +221,7 @@ func BenchmarkLedgerLoad(b *testing.B) {
 					b.Fatalf("root %d: %v", i-inflight, o.Status)
 				}
 			}
-			b.ReportMetric(float64(l.Len())/float64(len(l.slots)), "load")
+			b.ReportMetric(float64(l.Len())/float64(l.homes), "load")
 		})
 	}
 }

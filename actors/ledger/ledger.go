@@ -8,9 +8,13 @@
 // generations, as in Storm's RotatingMap, and what falls off the oldest one has
 // timed out.
 //
-// Records sit in one Robin Hood open-addressing table of 20-byte slots kept at
-// most 7/8 full, so a record costs at most ~23 bytes with the table's slack
-// included; a Go map of the same record spends ~39.
+// Records sit in one open-addressing table of 20-byte slots kept at most 7/8
+// full, so a record costs at most ~23 bytes with the table's slack included;
+// a Go map of the same record spends ~39. A slot keeps a bijective hash of
+// its springId instead of the springId, and the table is kept sorted by it
+// (linear probing in Robin Hood order, Amble and Knuth's ordered hash table):
+// a lookup compares stored hashes and stops at the first that is not lower,
+// without hashing anything but the key it looks for.
 package ledger
 
 import (
@@ -118,18 +122,22 @@ const (
 	maxLoadNu = 7 // max load factor 7/8
 	maxLoadDe = 8
 	minCap    = 16
+
+	prefetchSlots = 1 << 15 // 640 KiB of slots: below, AckBatch does not prefetch
+	ahead         = 8       // entries AckBatch prefetches ahead
 )
 
 // slot is 20 bytes: uint32 fields keep Go from padding it to 24.
 type slot struct {
-	keyLo, keyHi uint32
+	hLo, hHi     uint32 // mix(springId)
 	chkLo, chkHi uint32
 	meta         uint32
 }
 
-func (s *slot) key() uint64       { return uint64(s.keyHi)<<32 | uint64(s.keyLo) }
+func (s *slot) hash() uint64      { return uint64(s.hHi)<<32 | uint64(s.hLo) }
+func (s *slot) key() uint64       { return unmix(s.hash()) }
 func (s *slot) check() uint64     { return uint64(s.chkHi)<<32 | uint64(s.chkLo) }
-func (s *slot) setKey(k uint64)   { s.keyLo, s.keyHi = uint32(k), uint32(k>>32) }
+func (s *slot) setHash(h uint64)  { s.hLo, s.hHi = uint32(h), uint32(h>>32) }
 func (s *slot) setCheck(c uint64) { s.chkLo, s.chkHi = uint32(c), uint32(c>>32) }
 func (s *slot) gen() uint32       { return s.meta >> genShift & genMask }
 func (s *slot) task() uint32      { return s.meta & taskMask }
@@ -140,27 +148,37 @@ func (s *slot) setTask(t uint32)  { s.meta = s.meta&^taskMask | t }
 // Ledger is the acker's table of records in flight. Not safe for concurrent
 // use: one acker actor owns it.
 type Ledger struct {
+	// slots is homes slots that records hash to, then an overflow that the
+	// runs of the last homes spill into; its last slot is always free.
 	slots  []slot
+	homes  int
 	n      int
 	limit  int    // MaxInFlight, 0 for none
 	gens   uint32 // Generations
 	cur    uint32 // generation stamped on new records, counts mod MaxGenerations
 	perGen [MaxGenerations]int
 	stats  Stats
+
+	touched uint32 // what prefetch read, kept so that the read is not dropped
 }
 
 // New makes a ledger. An invalid Config is clamped to the nearest valid one;
 // call Config.Validate first to report it.
 func New(cfg Config) *Ledger {
 	g := min(max(cfg.Generations, 2), MaxGenerations)
-	want := max(cfg.ExpectedInFlight, 0)
-	return &Ledger{slots: make([]slot, capFor(want)), gens: uint32(g), limit: max(cfg.MaxInFlight, 0)}
+	homes := homesFor(max(cfg.ExpectedInFlight, 0))
+	return &Ledger{slots: make([]slot, homes+overflow(homes)), homes: homes, gens: uint32(g), limit: max(cfg.MaxInFlight, 0)}
 }
 
-// capFor is the smallest table holding n records under the max load.
-func capFor(n int) int {
+// homesFor is the fewest homes that hold n records under the max load.
+func homesFor(n int) int {
 	return max(minCap, (n*maxLoadDe+maxLoadNu-1)/maxLoadNu+1)
 }
+
+// overflow is how many slots follow the homes (more are added if a run
+// reaches the last one): at 7/8 load the run that crosses the last home is
+// some tens of slots long, rarely more than a few hundred.
+func overflow(homes int) int { return 32 + homes>>10 }
 
 // full says whether a new record would pass MaxInFlight.
 func (l *Ledger) full() bool { return l.limit > 0 && l.n >= l.limit }
@@ -177,7 +195,7 @@ func (l *Ledger) Stats() Stats { return l.stats }
 func (l *Ledger) SetMaxInFlight(n int) { l.limit = max(n, 0) }
 
 // Bytes is the heap the table occupies.
-func (l *Ledger) Bytes() int { return len(l.slots) * 20 }
+func (l *Ledger) Bytes() int { return cap(l.slots) * 20 }
 
 // Init opens the record of springId for task with the XOR of the ids of the
 // tuples the spout emitted. Acks that arrived earlier are already folded in.
@@ -186,7 +204,8 @@ func (l *Ledger) Init(springID uint64, task uint32, initXor uint64) Outcome {
 		l.stats.Rejected++
 		return Outcome{Status: Rejected}
 	}
-	i, found := l.find(springID)
+	h := mix(springID)
+	i, found := l.find(h)
 	if (found && l.slots[i].has(flagInit)) || (!found && initXor != 0 && l.full()) {
 		l.stats.Rejected++
 		return Outcome{Status: Rejected}
@@ -197,7 +216,7 @@ func (l *Ledger) Init(springID uint64, task uint32, initXor uint64) Outcome {
 			l.stats.Completed++
 			return Outcome{Status: Completed, Task: task}
 		}
-		s := l.insert(springID)
+		s := l.insert(h, i)
 		s.setCheck(initXor)
 		s.meta |= flagInit | task
 		return Outcome{Status: Pending}
@@ -225,14 +244,15 @@ func (l *Ledger) Init(springID uint64, task uint32, initXor uint64) Outcome {
 // springId opens a record without init: its init may still be on its way.
 func (l *Ledger) Ack(springID uint64, xorDelta uint64) Outcome {
 	l.stats.Acks++
-	i, found := l.find(springID)
+	h := mix(springID)
+	i, found := l.find(h)
 	if !found {
 		switch {
 		case xorDelta == 0:
 		case l.full():
 			l.stats.Dropped++
 		default:
-			l.insert(springID).setCheck(xorDelta)
+			l.insert(h, i).setCheck(xorDelta)
 		}
 		return Outcome{Status: Pending}
 	}
@@ -256,12 +276,13 @@ func (l *Ledger) Ack(springID uint64, xorDelta uint64) Outcome {
 // init, when it comes, reports Failed.
 func (l *Ledger) Fail(springID uint64) (task uint32, ok bool) {
 	l.stats.Fails++
-	i, found := l.find(springID)
+	h := mix(springID)
+	i, found := l.find(h)
 	if !found {
 		if l.full() {
 			l.stats.Dropped++
 		} else {
-			l.insert(springID).meta |= flagFail
+			l.insert(h, i).meta |= flagFail
 		}
 		return 0, false
 	}
@@ -354,12 +375,13 @@ func (l *Ledger) Adopt(r Record) Outcome {
 		return Outcome{Status: Rejected}
 	}
 	l.stats.Adopted++
-	i, found := l.find(r.SpringID)
+	h := mix(r.SpringID)
+	i, found := l.find(h)
 	if !found {
 		if !r.Init && !r.Failed && r.CheckValue == 0 {
 			return Outcome{Status: Pending}
 		}
-		s := l.insert(r.SpringID)
+		s := l.insert(h, i)
 		s.setCheck(r.CheckValue)
 		switch {
 		case r.Init:
@@ -403,111 +425,90 @@ func (l *Ledger) Adopt(r Record) Outcome {
 	return Outcome{Status: Pending}
 }
 
-// mix is splitmix64's finalizer: springIds are often sequential.
+// mix is MurmurHash3's 64-bit finalizer (Appleby), a bijection of 64 bits.
+// The table keeps mix(springId) in place of the springId. It must not be the
+// ring's hash: the ring hands an acker the springIds whose splitmix64 lies on
+// its arcs, and a table homed by the same bits would crowd that acker's whole
+// share into the same slices of slots (probe runs, and so inserts, growing
+// with every record: quadratic). TestRingShareSpreads holds the two apart.
 func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	return x ^ x>>33
 }
 
-// home maps a key onto [0, len(slots)) without a modulo (Lemire's fastrange).
-func (l *Ledger) home(key uint64) int {
-	hi, _ := bits.Mul64(mix(key), uint64(len(l.slots)))
+// unmix inverts mix: the springId of a stored hash, for Rotate, Range and
+// Extract. (x ^= x>>33 is its own inverse; the constants are the modular
+// inverses of mix's.)
+func unmix(x uint64) uint64 {
+	x ^= x >> 33
+	x *= 0x9cb4b2f8129337db
+	x ^= x >> 33
+	x *= 0x4f74430c22a54005
+	return x ^ x>>33
+}
+
+// home maps a hash onto [0, homes) without a modulo (Lemire's fastrange).
+// It never decreases as h grows, which keeps the table sorted by hash.
+func (l *Ledger) home(h uint64) int {
+	hi, _ := bits.Mul64(h, uint64(l.homes))
 	return int(hi)
 }
 
-// dist is how far slot i is from home h, walking forward with wrap-around.
-func (l *Ledger) dist(i, h int) int {
-	if d := i - h; d >= 0 {
-		return d
-	}
-	return i - h + len(l.slots)
-}
-
-// find returns the index of key's slot, or found=false.
-func (l *Ledger) find(key uint64) (int, bool) {
-	n := len(l.slots)
-	i := l.home(key)
-	for d := 0; ; d++ {
+// find returns the index of the record whose hash is h, or, with
+// found=false, the index where it belongs. The table is sorted by hash, so a
+// walk from h's home stops at the first hash not below h; the last slot is
+// always free, so the walk stops within the table.
+func (l *Ledger) find(h uint64) (int, bool) {
+	for i := l.home(h); ; i++ {
 		s := &l.slots[i]
 		if !s.has(flagUsed) {
 			return i, false
 		}
-		k := s.key()
-		if k == key {
-			return i, true
-		}
-		if l.dist(i, l.home(k)) < d { // Robin Hood: key would have been placed here
-			return i, false
-		}
-		if i++; i == n {
-			i = 0
+		if k := s.hash(); k >= h {
+			return i, k == h
 		}
 	}
 }
 
-// insert places a fresh record for key (known to be absent) in the current
-// generation and returns its slot.
-func (l *Ledger) insert(key uint64) *slot {
-	if (l.n+1)*maxLoadDe > len(l.slots)*maxLoadNu {
+// insert places a fresh record whose hash h is absent at i, where find said
+// it belongs, in the current generation, and returns its slot. The records
+// from i to the next free slot move up one place.
+func (l *Ledger) insert(h uint64, i int) *slot {
+	if (l.n+1)*maxLoadDe > l.homes*maxLoadNu {
 		l.grow()
+		i, _ = l.find(h)
 	}
+	free := i
+	for l.slots[free].has(flagUsed) {
+		free++
+	}
+	if free == len(l.slots)-1 { // keep the last slot free
+		l.slots = append(l.slots, make([]slot, overflow(l.homes))...)
+	}
+	copy(l.slots[i+1:free+1], l.slots[i:free])
 	l.n++
 	l.perGen[l.cur]++
 	l.stats.PeakInFlight = max(l.stats.PeakInFlight, l.n)
-	s := slot{meta: flagUsed | l.cur<<genShift}
-	s.setKey(key)
-	return &l.slots[l.place(s)]
+	s := &l.slots[i]
+	*s = slot{meta: flagUsed | l.cur<<genShift}
+	s.setHash(h)
+	return s
 }
 
-// place puts a record into the table, Robin Hood style, and returns the index
-// where it landed. Records it displaces move further on.
-func (l *Ledger) place(cur slot) int {
-	n := len(l.slots)
-	i, d, at := l.home(cur.key()), 0, -1
-	for {
-		s := &l.slots[i]
-		if !s.has(flagUsed) {
-			*s = cur
-			if at < 0 {
-				at = i
-			}
-			return at
-		}
-		if sd := l.dist(i, l.home(s.key())); sd < d {
-			*s, cur = cur, *s // take from the rich, carry the displaced one on
-			if at < 0 {
-				at = i
-			}
-			d = sd
-		}
-		d++
-		if i++; i == n {
-			i = 0
-		}
-	}
-}
-
-// removeAt deletes slot i by shifting the following run back one place.
+// removeAt deletes slot i, moving back one place the records after it that
+// sit past their home (backward-shift deletion: no tombstones).
 func (l *Ledger) removeAt(i int) {
 	l.n--
 	l.perGen[l.slots[i].gen()]--
-	n := len(l.slots)
-	for {
-		j := i + 1
-		if j == n {
-			j = 0
-		}
-		s := &l.slots[j]
-		if !s.has(flagUsed) || l.dist(j, l.home(s.key())) == 0 {
-			l.slots[i] = slot{}
-			return
-		}
-		l.slots[i] = *s
-		i = j
+	j := i + 1
+	for l.slots[j].has(flagUsed) && l.home(l.slots[j].hash()) < j {
+		j++
 	}
+	copy(l.slots[i:j-1], l.slots[i+1:j])
+	l.slots[j-1] = slot{}
 }
 
 // restamp moves a record into the current generation.
@@ -517,14 +518,53 @@ func (l *Ledger) restamp(s *slot) {
 	l.perGen[l.cur]++
 }
 
-// grow rehashes into a table half as large again.
+// grow rebuilds the table with half as many homes again. The records are
+// already in hash order, so each goes to its home or just past the one
+// before it: one pass, nothing displaced.
 func (l *Ledger) grow() {
 	old := l.slots
-	l.slots = make([]slot, max(minCap, len(old)+len(old)/2))
+	l.homes = max(minCap, l.homes+l.homes/2)
+	l.slots = make([]slot, l.homes+overflow(l.homes))
 	l.stats.Resizes++
-	for i := range old {
-		if old[i].has(flagUsed) {
-			l.place(old[i])
+	next := 0
+	for k := range old {
+		if !old[k].has(flagUsed) {
+			continue
+		}
+		i := max(l.home(old[k].hash()), next)
+		if i >= len(l.slots)-1 {
+			l.slots = append(l.slots, make([]slot, overflow(l.homes))...)
+		}
+		l.slots[i] = old[k]
+		next = i + 1
+	}
+}
+
+// AckBatch folds deltas[i] into the record of springIDs[i] for every i, as
+// Ack does, and calls done for each root it completes. It is the acker's
+// loop over an AckBatch: at a million records in flight a lookup is mostly
+// a cache miss, so it reads the home slots of the entries a few ahead, and
+// misses begun together overlap instead of coming one after another. A
+// table that fits in a core's cache gains nothing from that and is left
+// alone. springIDs and deltas must be as long as each other.
+func (l *Ledger) AckBatch(springIDs, deltas []uint64, done func(springID uint64, task uint32)) {
+	deltas = deltas[:len(springIDs)]
+	if len(l.slots) >= prefetchSlots {
+		for _, id := range springIDs[:min(ahead, len(springIDs))] {
+			l.prefetch(id)
 		}
 	}
+	for i, id := range springIDs {
+		if len(l.slots) >= prefetchSlots && i+ahead < len(springIDs) {
+			l.prefetch(springIDs[i+ahead])
+		}
+		if o := l.Ack(id, deltas[i]); o.Status == Completed {
+			done(id, o.Task)
+		}
+	}
+}
+
+// prefetch reads springID's home slot.
+func (l *Ledger) prefetch(springID uint64) {
+	l.touched += l.slots[l.home(mix(springID))].meta
 }

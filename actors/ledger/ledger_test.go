@@ -324,20 +324,33 @@ func TestLedgerMatchesModel(t *testing.T) {
 	}
 }
 
-// checkTable verifies the Robin Hood invariants: every record is findable and
-// the per-generation counts add up.
+// checkTable verifies the table's invariants: records sorted by hash, each
+// at or past its home with no free slot between, the last slot free, every
+// record findable, and the per-generation counts adding up.
 func checkTable(t *testing.T, l *Ledger) {
 	t.Helper()
 	n := 0
 	var per [MaxGenerations]int
+	if l.slots[len(l.slots)-1].has(flagUsed) {
+		t.Fatal("the last slot is used")
+	}
+	last, free := uint64(0), -1
 	for i := range l.slots {
 		s := &l.slots[i]
 		if !s.has(flagUsed) {
+			free = i
 			continue
 		}
 		n++
 		per[s.gen()]++
-		if j, ok := l.find(s.key()); !ok || j != i {
+		if h := l.home(s.hash()); h > i || h <= free {
+			t.Fatalf("record %d at %d: home %d, last free slot %d", s.key(), i, h, free)
+		}
+		if n > 1 && s.hash() <= last {
+			t.Fatalf("record %d at %d: hash %x after %x", s.key(), i, s.hash(), last)
+		}
+		last = s.hash()
+		if j, ok := l.find(s.hash()); !ok || j != i {
 			t.Fatalf("record %d at %d not found (find = %d, %v)", s.key(), i, j, ok)
 		}
 	}

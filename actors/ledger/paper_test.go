@@ -37,7 +37,7 @@ func TestPaperFigure3(t *testing.T) {
 			if o.Status != Pending {
 				t.Fatalf("step %c: %v, want pending", 'a'+i, o.Status)
 			}
-			if j, ok := l.find(spring); !ok || l.slots[j].check() != s.check {
+			if j, ok := l.find(mix(spring)); !ok || l.slots[j].check() != s.check {
 				t.Fatalf("step %c: checkValue %05b, want %05b", 'a'+i, l.slots[j].check(), s.check)
 			}
 			continue

@@ -54,7 +54,7 @@ func newBench(log *logrus.Logger) *cobra.Command {
 		Args:  cobra.NoArgs,
 	}
 	cmd.AddCommand(newBenchSketch(log))
-	cmd.AddCommand(newBenchAckers(log))
+	cmd.AddCommand(newBenchAckers())
 	cmd.AddCommand(newBenchQueue(log))
 	return cmd
 }

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
-	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
 	"github.com/acktor/acktor/actors/ledger"
@@ -46,7 +46,7 @@ type benchAckersFlags struct {
 
 // newBenchAckers returns bench ackers, which reproduces the paper's
 // experiments 2 and 3 on the acker ring and ledger.
-func newBenchAckers(log *logrus.Logger) *cobra.Command {
+func newBenchAckers() *cobra.Command {
 	var f benchAckersFlags
 	cmd := &cobra.Command{
 		Use:   "ackers",
@@ -91,7 +91,7 @@ experiment, 2 or 3, first; a cell that does not apply is empty):
 Same flags, same output.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBenchAckers(f, cmd.OutOrStdout(), log)
+			return runBenchAckers(f, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	fl := cmd.Flags()
@@ -307,7 +307,8 @@ func fillLedgers(springs []uint64, owner []int, k, expect int) (mean, most, perR
 }
 
 // experiment2 measures the ledger heap per acker for k = 1 … max-ackers.
-func experiment2(f benchAckersFlags, log *logrus.Logger) ([]ackersRow, error) {
+func experiment2(f benchAckersFlags, progress io.Writer) ([]ackersRow, error) {
+	start := time.Now()
 	springs := benchSpringIDs(f.roots, f.seed)
 	var rows []ackersRow
 	for k := 1; k <= f.maxAckers; k++ {
@@ -331,7 +332,8 @@ func experiment2(f benchAckersFlags, log *logrus.Logger) ([]ackersRow, error) {
 		if k == 1 {
 			row.paper = "< 7 MB (500k roots)"
 		}
-		log.Infof("bench ackers: experiment 2: %d ackers done", k)
+		fmt.Fprintf(progress, "experiment 2: %d of %d ackers done, %d roots placed and opened twice (%.1f s)\n",
+			k, f.maxAckers, f.roots, time.Since(start).Seconds())
 		rows = append(rows, row)
 	}
 	return rows, nil
@@ -363,8 +365,8 @@ func experiment3(f benchAckersFlags) ([]ackersRow, error) {
 }
 
 // runBenchAckers runs both experiments and writes the tables to out and,
-// with --csv, the CSV file.
-func runBenchAckers(f benchAckersFlags, out io.Writer, log *logrus.Logger) error {
+// with --csv, the CSV file; a line to progress as each acker count is done.
+func runBenchAckers(f benchAckersFlags, out, progress io.Writer) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
@@ -375,7 +377,7 @@ func runBenchAckers(f benchAckersFlags, out io.Writer, log *logrus.Logger) error
 		}
 		_ = fh.Close()
 	}
-	exp2, err := experiment2(f, log)
+	exp2, err := experiment2(f, progress)
 	if err != nil {
 		return fmt.Errorf("experiment 2: %w", err)
 	}
