@@ -10,8 +10,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/acktor/acktor/actors/ledger"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker/ledger"
 )
 
 // ClientTasks is the first task id of remote clients (cluster/client): the

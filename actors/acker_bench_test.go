@@ -7,9 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/acktor/acktor/actors/ledger"
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker/ledger"
 )
 
 // idleSource never yields a root: the benchmark's spout only hears back.

@@ -12,9 +12,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/acktor/acktor/actors/ledger"
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker/ledger"
 )
 
 // listener stands in for a remote client: it notes the springIds it is

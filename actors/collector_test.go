@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acktor/acktor/actors/ledger"
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker/ledger"
 )
 
 func nopSource(int, int) (source.Source, error) { return idleSource{}, nil }

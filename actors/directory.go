@@ -9,8 +9,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/acktor/acktor/cluster/ring"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker/ring"
 )
 
 // maxAckers bounds Config.Ackers and SetAckers.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acktor/acktor/cluster/ring"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker/ring"
 )
 
 // TestDirectoryFollowsTheRing: roots go where the paper's ring puts them,

@@ -14,9 +14,9 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/sirupsen/logrus"
 
-	"github.com/acktor/acktor/actors/ledger"
-	"github.com/acktor/acktor/cluster/ring"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker/ledger"
+	"github.com/acktor/acktor/tracker/ring"
 	"github.com/acktor/acktor/window"
 )
 

@@ -4,7 +4,7 @@
 // Every spout task, processor task and acker is a Proto.Actor virtual actor
 // (a cluster kind plus an identity), even in one process. The actors are
 // thin: the acker translates messages into calls on the pure ledger
-// (actors/ledger), and user code sees only Process and a Collector.
+// (tracker/ledger), and user code sees only Process and a Collector.
 package actors
 
 import (

@@ -1,7 +1,7 @@
 // Package cluster wires acktor's virtual actors into a Proto.Actor cluster:
 // the embedded single-member default, a node of a multi-machine cluster
 // (automanaged provider), an identity lookup that spreads grains evenly
-// over members, and logging into logrus. The acker ring is cluster/ring.
+// over members, and logging into logrus. The acker ring is tracker/ring.
 package cluster
 
 import (

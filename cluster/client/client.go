@@ -32,8 +32,8 @@ import (
 
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/cluster"
-	"github.com/acktor/acktor/cluster/ring"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker/ring"
 )
 
 // seqBits is the width of a client's sequence in its springIds; its task

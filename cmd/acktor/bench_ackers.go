@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/acktor/acktor/actors/ledger"
-	"github.com/acktor/acktor/cluster/ring"
+	"github.com/acktor/acktor/tracker/ledger"
+	"github.com/acktor/acktor/tracker/ring"
 )
 
 // The shape of the roots of bench ackers, as actors/spout.go makes them:
@@ -55,8 +55,8 @@ func newBenchAckers() *cobra.Command {
 4(c)) with acktor's own parts: acktor-shaped springIds (task<<40 | seq, four
 spout tasks, each counting up from a start drawn from --seed, as actors/spout.go
 makes them) are placed on ackers "acker/0" … "acker/k-1", all running, by the
-consistent-hash ring (cluster/ring), and each acker opens one ledger record
-(actors/ledger) per root it owns.
+consistent-hash ring (tracker/ring), and each acker opens one ledger record
+(tracker/ledger) per root it owns.
 
 Experiment 2: --roots roots (the paper's 500 000) on k = 1 … --max-ackers
 ackers with --replicas points each. Every root stays open, the worst case: in

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/acktor/acktor/cluster/ring"
+	"github.com/acktor/acktor/tracker/ring"
 )
 
 // readAckersCSV reads the --csv file of bench ackers, one map per row.
@@ -81,7 +81,7 @@ func TestBenchAckersCSV(t *testing.T) {
 		}
 	}
 	if d := spread[ring.DefaultReplicas]; d > 1.10 {
-		t.Errorf("100k roots, %d replicas: max/mean %.3f, want <= 1.10 (cluster/ring's documented bound)", ring.DefaultReplicas, d)
+		t.Errorf("100k roots, %d replicas: max/mean %.3f, want <= 1.10 (tracker/ring's documented bound)", ring.DefaultReplicas, d)
 	}
 	if p, d := spread[2], spread[ring.DefaultReplicas]; !(p > d) {
 		t.Errorf("100k roots: max/mean %.3f with 2 replicas, not above %.3f with %d", p, d, ring.DefaultReplicas)

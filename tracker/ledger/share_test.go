@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acktor/acktor/cluster/ring"
+	"github.com/acktor/acktor/tracker/ring"
 )
 
 // ringShare returns n springIds that a ring of ackers running ackers (at the
