@@ -3,21 +3,15 @@ package actors
 import (
 	"fmt"
 	"runtime/debug"
-	"strconv"
-	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ledger"
 )
-
-// ClientTasks is the first task id of remote clients (cluster/client): the
-// ids [ClientTasks, 2^24) name clients, which ackers notify at the PID they
-// gave in their Track; topology tasks stay below.
-const ClientTasks = 1 << 23
 
 // maxClients bounds the remote clients an acker remembers at once. It
 // forgets a client Generations rotations after the client last opened or
@@ -46,8 +40,8 @@ type flushOut struct{}
 type ackerTask struct {
 	env    *env
 	id     string
-	num    int        // n of acker/n
-	dir    *directory // the acker set it last acted on
+	num    int                // n of acker/n
+	dir    *tracker.Directory // the acker set it last acted on
 	l      *ledger.Ledger
 	res    resolver
 	root   *actor.RootContext
@@ -152,8 +146,8 @@ func (a *ackerTask) flushLater() {
 func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	e := a.env
 	a.id = m.Identity.Identity
-	n, err := strconv.Atoi(strings.TrimPrefix(a.id, "acker/"))
-	if err != nil || !strings.HasPrefix(a.id, "acker/") || n < 0 || n >= maxAckers {
+	n, ok := tracker.AckerNumber(a.id)
+	if !ok {
 		e.log.Errorf("acker: activated as %q, which is no acker identity", a.id)
 		return
 	}
@@ -206,7 +200,7 @@ func (a *ackerTask) move(ctx actor.Context, m *Moved) {
 	if a.cancel != nil {
 		a.cancel()
 	}
-	h := &messages.Handover{Version: a.dir.version, Routing: a.dir.routing}
+	h := &messages.Handover{Version: a.dir.Version, Routing: a.dir.Routing}
 	for _, r := range a.l.Extract(func(uint64) bool { return true }, nil) {
 		a.addHandover(h, r)
 	}
@@ -222,14 +216,14 @@ func (a *ackerTask) move(ctx actor.Context, m *Moved) {
 
 // expect is this acker's share of the roots the spouts may keep in flight
 // (capped: beyond it the table grows once, by half).
-func (a *ackerTask) expect(d *directory) int {
+func (a *ackerTask) expect(d *tracker.Directory) int {
 	spoutTasks := 0
 	for _, c := range a.env.topo.Components {
 		if c.Spout {
 			spoutTasks += c.Parallel
 		}
 	}
-	share := a.env.cfg.MaxPending * spoutTasks / max(d.ackers, 1)
+	share := a.env.cfg.MaxPending * spoutTasks / max(d.Ackers, 1)
 	return min(share+share/10, 1<<20) // the ring's shares differ by a few %
 }
 
@@ -247,25 +241,25 @@ func maxInFlight(expect int) int { return 4*expect + 4096 }
 
 // rebalance acts on a new acker set: the records this acker no longer owns
 // go to their new ackers, which fold them into what reached them first.
-func (a *ackerTask) rebalance(d *directory) {
+func (a *ackerTask) rebalance(d *tracker.Directory) {
 	a.dir = d
 	a.l.SetMaxInFlight(maxInFlight(a.expect(d)))
-	a.moved = a.l.Extract(func(id uint64) bool { return d.ackerOf(id) != a.num }, a.moved[:0])
+	a.moved = a.l.Extract(func(id uint64) bool { return d.AckerOf(id) != a.num }, a.moved[:0])
 	out := map[int]*messages.Handover{}
 	for _, r := range a.moved {
 		a.handover(out, r)
 	}
 	a.sendHandovers(out)
 	if len(a.moved) > 0 {
-		a.env.log.Debugf("%s: handed %d records over for acker set %d", a.id, len(a.moved), d.version)
+		a.env.log.Debugf("%s: handed %d records over for acker set %d", a.id, len(a.moved), d.Version)
 	}
 }
 
 func (a *ackerTask) handover(out map[int]*messages.Handover, r ledger.Record) {
-	o := a.dir.ackerOf(r.SpringID)
+	o := a.dir.AckerOf(r.SpringID)
 	h := out[o]
 	if h == nil {
-		h = &messages.Handover{Version: a.dir.version, Routing: a.dir.routing}
+		h = &messages.Handover{Version: a.dir.Version, Routing: a.dir.Routing}
 		out[o] = h
 	}
 	a.addHandover(h, r)
@@ -280,7 +274,7 @@ func (a *ackerTask) addHandover(h *messages.Handover, r ledger.Record) {
 	if r.Failed {
 		flags |= 2
 	}
-	if c, ok := a.clients[r.Task]; ok && r.Init && r.Task >= ClientTasks {
+	if c, ok := a.clients[r.Task]; ok && r.Init && r.Task >= tracker.ClientTasks {
 		if h.Clients == nil {
 			h.Clients = map[uint32]*messages.Pid{}
 		}
@@ -329,7 +323,7 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 				continue
 			}
 		}
-		if !trusted && a.dir.ackerOf(id) != a.num {
+		if !trusted && a.dir.AckerOf(id) != a.num {
 			if out == nil {
 				out = map[int]*messages.Handover{}
 			}
@@ -340,7 +334,7 @@ func (a *ackerTask) adopt(m *messages.Handover) {
 		switch o := a.l.Adopt(r); {
 		case o.Status == ledger.Rejected:
 			a.env.log.Warnf("%s: rejected a handed-over record for springId %x (task %d too large)", a.id, id, r.Task)
-		case o.Status == ledger.Pending && o.Task >= ClientTasks:
+		case o.Status == ledger.Pending && o.Task >= tracker.ClientTasks:
 			a.seen(o.Task) // its timeout started over: keep its client as long
 		default:
 			a.outcome(id, o)
@@ -362,7 +356,7 @@ func (a *ackerTask) spoutTask(task uint32) bool {
 // task can be served: the Handover carries its address (remembered) or this
 // acker knows it. The client is marked seen.
 func (a *ackerTask) handedClient(task uint32, carried map[uint32]*messages.Pid) bool {
-	if task < ClientTasks || task > ledger.MaxTask {
+	if task < tracker.ClientTasks || task > ledger.MaxTask {
 		return false
 	}
 	if p := pidOf(carried[task]); p != nil {
@@ -407,7 +401,7 @@ func (a *ackerTask) track(m *messages.Track) {
 		return // refused and counted: the client replays these roots at its deadline
 	}
 	f := fwd[*messages.Track]{make: func() *messages.Track {
-		return &messages.Track{Task: m.Task, Version: a.dir.version, Routing: a.dir.routing, Notify: m.Notify}
+		return &messages.Track{Task: m.Task, Version: a.dir.Version, Routing: a.dir.Routing, Notify: m.Notify}
 	}}
 	trusted := a.routedBy(m.Version, m.Routing)
 	for i, id := range m.SpringIds {
@@ -431,7 +425,7 @@ func (a *ackerTask) owner(id uint64, trusted bool) int {
 	if trusted {
 		return a.num
 	}
-	return a.dir.ackerOf(id)
+	return a.dir.AckerOf(id)
 }
 
 // routedBy says whether a message is this acker's in every entry without a
@@ -443,9 +437,9 @@ func (a *ackerTask) owner(id uint64, trusted bool) int {
 // which also corrects a sender whose set differs.
 func (a *ackerTask) routedBy(version, routing uint64) bool {
 	if routing != 0 {
-		return routing == a.dir.routing
+		return routing == a.dir.Routing
 	}
-	return version > a.dir.version
+	return version > a.dir.Version
 }
 
 // trackerOK says whether a Track is well formed for its sender: a spout
@@ -454,7 +448,7 @@ func (a *ackerTask) trackerOK(m *messages.Track) bool {
 	if m.Notify == nil {
 		return a.spoutTask(m.Task)
 	}
-	return m.Task >= ClientTasks && m.Task <= ledger.MaxTask && pidOf(m.Notify) != nil
+	return m.Task >= tracker.ClientTasks && m.Task <= ledger.MaxTask && pidOf(m.Notify) != nil
 }
 
 // client remembers where remote client task hears back and marks it seen.
@@ -513,9 +507,9 @@ func (a *ackerTask) ack(m *messages.AckBatch) {
 		a.env.recycle.doneAcks(m)
 		return
 	}
-	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.version, Routing: a.dir.routing} }}
+	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.Version, Routing: a.dir.Routing} }}
 	for i, id := range m.SpringIds {
-		if o := a.dir.ackerOf(id); o != a.num {
+		if o := a.dir.AckerOf(id); o != a.num {
 			b := f.to(o)
 			b.SpringIds, b.XorDeltas = append(b.SpringIds, id), append(b.XorDeltas, m.XorDeltas[i])
 			a.forwarded++
@@ -533,7 +527,7 @@ func (a *ackerTask) fail(m *messages.FailRoot) {
 	if a.l == nil {
 		return
 	}
-	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot { return &messages.FailRoot{Version: a.dir.version, Routing: a.dir.routing} }}
+	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot { return &messages.FailRoot{Version: a.dir.Version, Routing: a.dir.Routing} }}
 	trusted := a.routedBy(m.Version, m.Routing)
 	for _, id := range m.SpringIds {
 		if o := a.owner(id, trusted); o != a.num {
@@ -552,11 +546,11 @@ func (a *ackerTask) fail(m *messages.FailRoot) {
 }
 
 func (a *ackerTask) toAcker(n int, m any) {
-	if p := a.res.get(KindAcker, AckerIdentity(n)); p != nil {
+	if p := a.res.get(KindAcker, tracker.AckerIdentity(n)); p != nil {
 		a.root.Send(p, m)
 		return
 	}
-	a.env.log.Errorf("%s: no member hosts %s; the roots it was passed replay at their deadline", a.id, AckerIdentity(n))
+	a.env.log.Errorf("%s: no member hosts %s; the roots it was passed replay at their deadline", a.id, tracker.AckerIdentity(n))
 }
 
 func (a *ackerTask) outcome(id uint64, o ledger.Outcome) {
@@ -580,18 +574,18 @@ func (a *ackerTask) drop(what string) {
 func (a *ackerTask) flush() {
 	a.completed.drain(func(task uint32, ids []uint64) []uint64 {
 		m, spare := a.env.recycle.completedOf(ids)
-		m.Version, m.Routing = a.dir.version, a.dir.routing
+		m.Version, m.Routing = a.dir.Version, a.dir.Routing
 		a.toSpout(task, m)
 		return spare
 	})
 	a.failed.drain(func(task uint32, ids []uint64) []uint64 {
 		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_EXPLICIT,
-			Version: a.dir.version, Routing: a.dir.routing})
+			Version: a.dir.Version, Routing: a.dir.Routing})
 		return nil
 	})
 	a.expired.drain(func(task uint32, ids []uint64) []uint64 {
 		a.toSpout(task, &messages.Failed{SpringIds: ids, Reason: messages.FailReason_FAIL_REASON_TIMEOUT,
-			Version: a.dir.version, Routing: a.dir.routing})
+			Version: a.dir.Version, Routing: a.dir.Routing})
 		return nil
 	})
 }
@@ -648,7 +642,7 @@ func (o *outbox) drain(send func(task uint32, ids []uint64) (spare []uint64)) {
 }
 
 func (a *ackerTask) toSpout(task uint32, m any) {
-	if task >= ClientTasks {
+	if task >= tracker.ClientTasks {
 		if c, ok := a.clients[task]; ok {
 			a.root.Send(c.pid, m)
 		} else {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ledger"
 )
 
@@ -46,9 +47,9 @@ func startAckers(tb testing.TB, ackers int) (*Runtime, *cluster.Cluster) {
 func BenchmarkAckerActor(b *testing.B) {
 	const batch = 512
 	rt, c := startAckers(b, 1)
-	acker := c.Get(AckerIdentity(0), KindAcker)
+	acker := c.Get(tracker.AckerIdentity(0), KindAcker)
 	root := c.ActorSystem.Root
-	routing := rt.env.dir.Load().routing // as the tasks stamp their messages
+	routing := rt.env.dir.Load().Routing // as the tasks stamp their messages
 	rounds := max(1, b.N/(2*batch))
 
 	b.ResetTimer()
@@ -78,7 +79,7 @@ func BenchmarkAckerActor(b *testing.B) {
 		root.Send(acker, tr)
 		root.Send(acker, ack)
 	}
-	res, err := c.Request(AckerIdentity(0), KindAcker, &messages.AckerStatsRequest{})
+	res, err := c.Request(tracker.AckerIdentity(0), KindAcker, &messages.AckerStatsRequest{})
 	actor := time.Since(start)
 	b.StopTimer()
 	if err != nil {

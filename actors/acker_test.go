@@ -14,6 +14,7 @@ import (
 
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ledger"
 )
 
@@ -79,7 +80,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func ackerStats(t *testing.T, c *cluster.Cluster) *messages.AckerStats {
 	t.Helper()
-	res, err := c.Request(AckerIdentity(0), KindAcker, &messages.AckerStatsRequest{})
+	res, err := c.Request(tracker.AckerIdentity(0), KindAcker, &messages.AckerStatsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestOutboxDrainSurvivesPanickingSend(t *testing.T) {
 		{"first spout task", []uint32{0, 1, 2, 0}, 0},
 		{"middle spout task", []uint32{0, 1, 2, 1}, 1},
 		{"last spout task", []uint32{0, 1, 2}, 2},
-		{"client task", []uint32{1, ClientTasks + 3, 2, ClientTasks + 3}, ClientTasks + 3},
+		{"client task", []uint32{1, tracker.ClientTasks + 3, 2, tracker.ClientTasks + 3}, tracker.ClientTasks + 3},
 		{"past the spout tasks", []uint32{0, 5, 1}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,7 +150,7 @@ func TestToSpoutChecksTheTask(t *testing.T) {
 	topo := sinkTopology(t, nil, nopProc)
 	p, _ := topo.Component("p")
 	a := &ackerTask{env: &env{topo: topo, log: quietLog()}, id: "acker/0"}
-	for _, task := range []uint32{uint32(topo.Tasks()), p.FirstTask, ClientTasks - 1, ClientTasks, ledger.MaxTask, ledger.MaxTask + 1, 1 << 31} {
+	for _, task := range []uint32{uint32(topo.Tasks()), p.FirstTask, tracker.ClientTasks - 1, tracker.ClientTasks, ledger.MaxTask, ledger.MaxTask + 1, 1 << 31} {
 		t.Run(fmt.Sprint(task), func(t *testing.T) {
 			before := a.bad
 			func() {
@@ -174,10 +175,10 @@ func TestToSpoutChecksTheTask(t *testing.T) {
 // the acker from telling any spout anything again: "roots 100 completed 0".)
 func TestAckerAdoptChecksTasks(t *testing.T) {
 	const (
-		client = ClientTasks + 7
-		other  = ClientTasks + 1              // a client whose record is well formed
-		bad    = uint64(client) << springBits // no spout's springIds
-		good   = uint64(other) << springBits
+		client = tracker.ClientTasks + 7
+		other  = tracker.ClientTasks + 1              // a client whose record is well formed
+		bad    = uint64(client) << tracker.SpringBits // no spout's springIds
+		good   = uint64(other) << tracker.SpringBits
 		mine   = bad | 1
 	)
 	for _, tc := range []struct {
@@ -191,7 +192,7 @@ func TestAckerAdoptChecksTasks(t *testing.T) {
 		told    bool // the listener hears that bad completed
 	}{
 		{name: "past the last task", task: func(topo *Topology) uint32 { return uint32(topo.Tasks()) }, bad: 1},
-		{name: "last task below clients", task: func(*Topology) uint32 { return ClientTasks - 1 }, bad: 1},
+		{name: "last task below clients", task: func(*Topology) uint32 { return tracker.ClientTasks - 1 }, bad: 1},
 		{name: "a processor task", task: func(topo *Topology) uint32 { p, _ := topo.Component("p"); return p.FirstTask }, bad: 1},
 		{name: "client without address", task: func(*Topology) uint32 { return client }, bad: 1},
 		{name: "client with an empty address", task: func(*Topology) uint32 { return client }, carry: true, nilPid: true, bad: 1},
@@ -212,7 +213,7 @@ func TestAckerAdoptChecksTasks(t *testing.T) {
 			}
 			c := startMember(t, rt)
 			lis, elsewhere := listen(c), listen(c)
-			p := c.Get(AckerIdentity(0), KindAcker)
+			p := c.Get(tracker.AckerIdentity(0), KindAcker)
 			switch tc.known {
 			case 1:
 				c.ActorSystem.Root.Send(p, &messages.Track{Task: client, SpringIds: []uint64{mine}, InitXors: []uint64{1}, Notify: lis.notify()})
@@ -274,7 +275,7 @@ func TestAckerForgetsClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := startMember(t, rt)
-		return c, c.Get(AckerIdentity(0), KindAcker), cfg
+		return c, c.Get(tracker.AckerIdentity(0), KindAcker), cfg
 	}
 	// forgotten waits until the acker has forgotten the clients it knows.
 	forgotten := func(cfg Config) { time.Sleep(time.Duration(cfg.Generations+2) * cfg.rotateEvery()) }
@@ -289,7 +290,7 @@ func TestAckerForgetsClients(t *testing.T) {
 			l := listen(c)
 			for wave := range 3 {
 				for i := range maxClients {
-					task := uint32(ClientTasks + wave*maxClients + i)
+					task := uint32(tracker.ClientTasks + wave*maxClients + i)
 					track(c, p, task, uint64(task)<<20, 0, l)
 				}
 				waitFor(t, fmt.Sprintf("wave %d's completions", wave), func() bool { n, _ := l.told(); return n == (wave+1)*maxClients })
@@ -301,17 +302,17 @@ func TestAckerForgetsClients(t *testing.T) {
 			l := listen(c)
 			const over = 5
 			for i := range maxClients + over {
-				task := uint32(ClientTasks + i)
+				task := uint32(tracker.ClientTasks + i)
 				track(c, p, task, uint64(task)<<20, 0, l)
 			}
 			waitFor(t, "the admitted clients' completions", func() bool { n, _ := l.told(); return n == maxClients })
 			for i := range over {
-				if id := uint64(ClientTasks+maxClients+i) << 20; l.heard(id) {
+				if id := uint64(tracker.ClientTasks+maxClients+i) << 20; l.heard(id) {
 					t.Fatalf("refused client %d was told about springId %x", maxClients+i, id)
 				}
 			}
 			forgotten(cfg)
-			task := uint32(ClientTasks + 2*maxClients)
+			task := uint32(tracker.ClientTasks + 2*maxClients)
 			track(c, p, task, 1, 0, l)
 			waitFor(t, "a new client's completion", func() bool { return l.heard(1) })
 			return over
@@ -320,7 +321,7 @@ func TestAckerForgetsClients(t *testing.T) {
 			l := listen(c)
 			const clients = 100
 			for i := range clients {
-				task := uint32(ClientTasks + i)
+				task := uint32(tracker.ClientTasks + i)
 				track(c, p, task, uint64(task)<<20, 1, l)
 			}
 			waitFor(t, "the roots to time out", func() bool { _, n := l.told(); return n == clients })
@@ -328,15 +329,15 @@ func TestAckerForgetsClients(t *testing.T) {
 		}},
 		{"a task id another client holds", func(t *testing.T, c *cluster.Cluster, p *actor.PID, cfg Config) uint64 {
 			first, second := listen(c), listen(c)
-			track(c, p, ClientTasks+9, 1, 7, first)
-			track(c, p, ClientTasks+9, 2, 0, second) // refused: springId 1 is first's
+			track(c, p, tracker.ClientTasks+9, 1, 7, first)
+			track(c, p, tracker.ClientTasks+9, 2, 0, second) // refused: springId 1 is first's
 			c.ActorSystem.Root.Send(p, &messages.AckBatch{SpringIds: []uint64{1}, XorDeltas: []uint64{7}})
 			waitFor(t, "the first client's completion", func() bool { return first.heard(1) })
 			if second.heard(1) || second.heard(2) || first.heard(2) {
 				t.Fatalf("the second client was served while the first held the task id")
 			}
 			forgotten(cfg)
-			track(c, p, ClientTasks+9, 3, 0, second)
+			track(c, p, tracker.ClientTasks+9, 3, 0, second)
 			waitFor(t, "the second client's completion", func() bool { return second.heard(3) })
 			return 1
 		}},

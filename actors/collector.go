@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/acktor/acktor/internal/mix"
 	"github.com/acktor/acktor/messages"
 )
 
@@ -61,7 +62,7 @@ func (t *Tuple) Time() int64 {
 func childLineage(anchors []*Tuple) (cid uint64, time int64) {
 	for _, a := range anchors {
 		a.emits++
-		cid ^= mix64(a.ContentID() + uint64(a.emits)*0x9e3779b97f4a7c15)
+		cid ^= mix.Splitmix64(a.ContentID() + uint64(a.emits)*mix.Golden)
 		time = max(time, a.Time())
 	}
 	return cid, time
@@ -71,20 +72,10 @@ func childLineage(anchors []*Tuple) (cid uint64, time int64) {
 // task, or a spout component whose source has GlobalIDs): stable across
 // replays, distinct across scopes and roots (up to 64-bit hash collisions).
 func rootContentID(scope uint32, id uint64) uint64 {
-	if cid := mix64(mix64(uint64(scope)+1) ^ id); cid != 0 {
+	if cid := mix.Splitmix64(mix.Splitmix64(uint64(scope)+1) ^ id); cid != 0 {
 		return cid
 	}
 	return 1
-}
-
-// mix64 is the splitmix64 finalizer: a bijection that spreads every input
-// bit over the output.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 // ids returns, per root, the XOR of the edge ids that reached the tuple.
@@ -298,7 +289,7 @@ func (c *Collector) fold(r, d uint64) {
 		return
 	}
 	dir := c.env.dir.Load()
-	a := dir.ackerOf(r)
+	a := dir.AckerOf(r)
 	if a >= len(c.acks) { // SetAckers added ackers
 		c.acks = append(c.acks, make([]*messages.AckBatch, a+1-len(c.acks))...)
 		c.ackSize = append(c.ackSize, make([]int, a+1-len(c.ackSize))...)
@@ -306,9 +297,9 @@ func (c *Collector) fold(r, d uint64) {
 	b := c.acks[a]
 	if b == nil {
 		b = c.env.recycle.ackBatch(c.capFor(c.ackSize[a]))
-		b.Version, b.Routing = dir.version, dir.routing
+		b.Version, b.Routing = dir.Version, dir.Routing
 		c.acks[a] = b
-	} else if b.Routing != dir.routing {
+	} else if b.Routing != dir.Routing {
 		b.Version, b.Routing = 0, 0 // routed by two acker sets: the acker checks each entry
 	}
 	if n := len(b.SpringIds); n > 0 && b.SpringIds[n-1] == r {
@@ -402,9 +393,9 @@ func (c *Collector) flushFails() {
 		return
 	}
 	d := c.env.dir.Load()
-	out := make([]*messages.FailRoot, d.ackers)
+	out := make([]*messages.FailRoot, d.Ackers)
 	for _, r := range c.fails {
-		a := d.ackerOf(r)
+		a := d.AckerOf(r)
 		if out[a] == nil {
 			out[a] = &messages.FailRoot{}
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ledger"
 )
 
@@ -313,7 +314,7 @@ func TestRecycledAckBatch(t *testing.T) {
 	if len(w.acks) != 1 || w.acks[0] != read { // a pool keeps what it was given across one collection
 		t.Fatalf("the batch after recycling is not the one put back")
 	}
-	if v := w.env.dir.Load().version; len(read.SpringIds) != 1 || read.SpringIds[0] != 3 || read.Version != v {
+	if v := w.env.dir.Load().Version; len(read.SpringIds) != 1 || read.SpringIds[0] != 3 || read.Version != v {
 		t.Fatalf("batch after recycling %+v, want root 3 alone, version %d (the task's acker set, not the 7 it was read with)", read, v)
 	}
 }
@@ -325,11 +326,11 @@ func TestAckBatchRouting(t *testing.T) {
 	dir := w.env.dir.Load()
 	p.Ack(in[0])
 	p.flush()
-	if len(w.acks) != 1 || w.acks[0].Routing != dir.routing || dir.routing == 0 {
-		t.Fatalf("batch %+v, want routing %x", w.acks, dir.routing)
+	if len(w.acks) != 1 || w.acks[0].Routing != dir.Routing || dir.Routing == 0 {
+		t.Fatalf("batch %+v, want routing %x", w.acks, dir.Routing)
 	}
 	p.Ack(in[1])
-	w.env.dir.Store(newDirectory(dir.version+1, dir.ackers, dir.replicas+1)) // another ring, the same acker
+	w.env.dir.Store(tracker.NewDirectory(dir.Version+1, dir.Ackers, dir.Replicas+1)) // another ring, the same acker
 	p.Ack(in[2])
 	p.flush()
 	if len(w.acks) != 2 || len(w.acks[1].SpringIds) != 2 || w.acks[1].Routing != 0 {

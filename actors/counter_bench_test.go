@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/internal/mix"
 	"github.com/acktor/acktor/messages"
 )
 
@@ -42,7 +43,7 @@ func benchBatches(n, size, keys int) []*messages.TupleBatch {
 			Values: make([]string, size), ContentIds: make([]uint64, size), Times: make([]int64, size)}
 		for j := range size {
 			cid++
-			m.ValueCounts[j], m.Values[j], m.ContentIds[j], m.Times[j] = 1, names[mix64(cid)%uint64(keys)], cid, int64(cid)
+			m.ValueCounts[j], m.Values[j], m.ContentIds[j], m.Times[j] = 1, names[mix.Splitmix64(cid)%uint64(keys)], cid, int64(cid)
 		}
 		out[i] = m
 	}

@@ -9,27 +9,28 @@ import (
 	"time"
 
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ring"
 )
 
 // TestDirectoryFollowsTheRing: roots go where the paper's ring puts them,
 // and a new acker set moves only the roots on the arcs that changed.
 func TestDirectoryFollowsTheRing(t *testing.T) {
-	d3, d4 := newDirectory(1, 3, ring.DefaultReplicas), newDirectory(2, 4, ring.DefaultReplicas)
+	d3, d4 := tracker.NewDirectory(1, 3, ring.DefaultReplicas), tracker.NewDirectory(2, 4, ring.DefaultReplicas)
 	r := ring.New(ring.DefaultReplicas)
 	for n := range 3 {
-		r.Add(AckerIdentity(n))
-		_ = r.SetState(AckerIdentity(n), ring.Running)
+		r.Add(tracker.AckerIdentity(n))
+		_ = r.SetState(tracker.AckerIdentity(n), ring.Running)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	moved := 0
 	for range 20_000 {
 		id := rng.Uint64()
 		want, _ := r.Locate(id)
-		if got := AckerIdentity(d3.ackerOf(id)); got != want {
+		if got := tracker.AckerIdentity(d3.AckerOf(id)); got != want {
 			t.Fatalf("springId %d: directory says %s, ring %s", id, got, want)
 		}
-		if a, b := d3.ackerOf(id), d4.ackerOf(id); a != b {
+		if a, b := d3.AckerOf(id), d4.AckerOf(id); a != b {
 			moved++
 			if b != 3 {
 				t.Fatalf("springId %d moved from acker %d to %d, not to the new acker 3", id, a, b)
@@ -135,27 +136,27 @@ func TestLearnFrom(t *testing.T) {
 		want    uint64 // the member's version after; it starts at 3
 		ackers  int
 	}{
-		{"newer", 5, routingOf(7, 64), 5, 7},
-		{"older", 2, routingOf(7, 64), 3, 2},
-		{"the same version, a greater routing", 3, routingOf(7, 64), 3, 7},
-		{"the same version, a smaller routing", 3, routingOf(1, 64), 3, 2},
-		{"no version", 0, routingOf(7, 64), 3, 2},
+		{"newer", 5, tracker.RoutingOf(7, 64), 5, 7},
+		{"older", 2, tracker.RoutingOf(7, 64), 3, 2},
+		{"the same version, a greater routing", 3, tracker.RoutingOf(7, 64), 3, 7},
+		{"the same version, a smaller routing", 3, tracker.RoutingOf(1, 64), 3, 2},
+		{"no version", 0, tracker.RoutingOf(7, 64), 3, 2},
 		{"no routing", 5, 0, 3, 2},
-		{"another ring scheme", 5, (ringScheme+1)<<48 | 7<<32 | 64, 3, 2},
-		{"no ackers", 5, routingOf(0, 64), 3, 2},
-		{"too many ackers", 5, routingOf(maxAckers+1, 64), 3, 2},
-		{"no replicas", 5, routingOf(7, 0), 3, 2},
-		{"too many replicas", 5, routingOf(7, ring.MaxReplicas+1), 3, 2},
+		{"another ring scheme", 5, (tracker.RingScheme+1)<<48 | 7<<32 | 64, 3, 2},
+		{"no ackers", 5, tracker.RoutingOf(0, 64), 3, 2},
+		{"too many ackers", 5, tracker.RoutingOf(tracker.MaxAckers+1, 64), 3, 2},
+		{"no replicas", 5, tracker.RoutingOf(7, 0), 3, 2},
+		{"too many replicas", 5, tracker.RoutingOf(7, ring.MaxReplicas+1), 3, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := &env{log: quietLog()}
-			e.dir.Store(newDirectory(3, 2, 64))
+			e.dir.Store(tracker.NewDirectory(3, 2, 64))
 			e.learnFrom(tc.version, tc.routing)
-			if d := e.dir.Load(); d.version != tc.want || d.ackers != tc.ackers {
-				t.Fatalf("acker set %d of %d ackers, want %d of %d", d.version, d.ackers, tc.want, tc.ackers)
+			if d := e.dir.Load(); d.Version != tc.want || d.Ackers != tc.ackers {
+				t.Fatalf("acker set %d of %d ackers, want %d of %d", d.Version, d.Ackers, tc.want, tc.ackers)
 			}
-			if d := e.dir.Load(); tc.ackers != 2 && (d.routing != tc.routing || int(e.maxAckers.Load()) != tc.ackers) {
-				t.Fatalf("learnt routing %x (max ackers %d), want %x", d.routing, e.maxAckers.Load(), tc.routing)
+			if d := e.dir.Load(); tc.ackers != 2 && (d.Routing != tc.routing || int(e.maxAckers.Load()) != tc.ackers) {
+				t.Fatalf("learnt routing %x (max ackers %d), want %x", d.Routing, e.maxAckers.Load(), tc.routing)
 			}
 		})
 	}
@@ -170,13 +171,13 @@ func TestAckerTrustsItsOwnRouting(t *testing.T) {
 	dir := rt.env.dir.Load()
 	var foreign []uint64 // roots acker/1 owns
 	for id := uint64(1); len(foreign) < 10; id++ {
-		if dir.ackerOf(id) == 1 {
+		if dir.AckerOf(id) == 1 {
 			foreign = append(foreign, id)
 		}
 	}
 	forwarded := func() uint64 {
 		t.Helper()
-		res, err := c.Request(AckerIdentity(0), KindAcker, &messages.AckerStatsRequest{})
+		res, err := c.Request(tracker.AckerIdentity(0), KindAcker, &messages.AckerStatsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -191,8 +192,8 @@ func TestAckerTrustsItsOwnRouting(t *testing.T) {
 		routing uint64
 		passed  uint64
 	}{
-		{"its own routing: trusted", dir.routing, 0},
-		{"another set's routing: checked", routingOf(2, ring.DefaultReplicas+1), 10},
+		{"its own routing: trusted", dir.Routing, 0},
+		{"another set's routing: checked", tracker.RoutingOf(2, ring.DefaultReplicas+1), 10},
 		{"no routing: checked", 0, 10},
 	} {
 		for _, m := range []any{
@@ -201,7 +202,7 @@ func TestAckerTrustsItsOwnRouting(t *testing.T) {
 		} {
 			t.Run(fmt.Sprintf("%T/%s", m, tc.name), func(t *testing.T) {
 				before := forwarded()
-				c.ActorSystem.Root.Send(c.Get(AckerIdentity(0), KindAcker), m)
+				c.ActorSystem.Root.Send(c.Get(tracker.AckerIdentity(0), KindAcker), m)
 				if got := forwarded() - before; got != tc.passed {
 					t.Fatalf("acker/0 passed on %d entries, want %d", got, tc.passed)
 				}
@@ -218,10 +219,10 @@ func TestTrackRouting(t *testing.T) {
 		tracks: make([]*messages.Track, 1), col: w.collector(0)}
 	dir := w.env.dir.Load()
 	s.emit(pendingRoot{id: 1}, "a")
-	if tr := s.tracks[0]; tr == nil || tr.Routing != dir.routing || dir.routing == 0 {
-		t.Fatalf("track %+v, want routing %x", tr, dir.routing)
+	if tr := s.tracks[0]; tr == nil || tr.Routing != dir.Routing || dir.Routing == 0 {
+		t.Fatalf("track %+v, want routing %x", tr, dir.Routing)
 	}
-	w.env.dir.Store(newDirectory(dir.version+1, dir.ackers, dir.replicas+1)) // another ring, the same acker
+	w.env.dir.Store(tracker.NewDirectory(dir.Version+1, dir.Ackers, dir.Replicas+1)) // another ring, the same acker
 	s.emit(pendingRoot{id: 2}, "b")
 	if tr := s.tracks[0]; len(tr.SpringIds) != 2 || tr.Routing != 0 {
 		t.Fatalf("track routed by two sets %+v, want routing 0", tr)

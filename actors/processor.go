@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 )
 
 // processorTask runs user code over the tuples sent to one task of a
@@ -265,9 +266,9 @@ func (p *processorTask) sendFails(acker int, m *messages.FailRoot) {
 }
 
 func (p *processorTask) toAcker(acker int, m any) {
-	if pid := p.res.get(KindAcker, AckerIdentity(acker)); pid != nil {
+	if pid := p.res.get(KindAcker, tracker.AckerIdentity(acker)); pid != nil {
 		p.root.Send(pid, m)
 		return
 	}
-	p.env.log.Errorf("processor %s: no member hosts %s; its roots will time out", p.info.Component, AckerIdentity(acker))
+	p.env.log.Errorf("processor %s: no member hosts %s; its roots will time out", p.info.Component, tracker.AckerIdentity(acker))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ledger"
 	"github.com/acktor/acktor/tracker/ring"
 	"github.com/acktor/acktor/window"
@@ -96,8 +97,8 @@ func DefaultConfig() Config {
 // Validate names the first field out of range.
 func (c Config) Validate() error {
 	switch {
-	case c.Ackers < 0 || c.Ackers > maxAckers:
-		return fmt.Errorf("ackers = %d, want 0..%d", c.Ackers, maxAckers)
+	case c.Ackers < 0 || c.Ackers > tracker.MaxAckers:
+		return fmt.Errorf("ackers = %d, want 0..%d", c.Ackers, tracker.MaxAckers)
 	case c.Replicas < 0 || c.Replicas > ring.MaxReplicas:
 		return fmt.Errorf("replicas = %d, want 0..%d (0: %d)", c.Replicas, ring.MaxReplicas, ring.DefaultReplicas)
 	case c.MaxPending < 1 || c.MaxPending > maxPending:
@@ -157,8 +158,8 @@ type env struct {
 	stages   *stages                   // the queueing model's meters
 	recycle  recycler                  // consumed tracking messages, for reuse
 
-	dir       atomic.Pointer[directory] // the acker set; SetAckers replaces it
-	epoch     atomic.Uint64             // topology changes seen by this member
+	dir       atomic.Pointer[tracker.Directory] // the acker set; SetAckers replaces it
+	epoch     atomic.Uint64                     // topology changes seen by this member
 	topoOnce  sync.Once
 	maxAckers atomic.Int32 // the most ackers there have been
 	setMu     sync.Mutex   // serialises SetAckers
@@ -230,13 +231,13 @@ func (rt *Runtime) Ackers(c *cluster.Cluster) ([]AckerStats, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := c.Request(AckerIdentity(i), KindAcker, &messages.AckerStatsRequest{})
+			res, err := c.Request(tracker.AckerIdentity(i), KindAcker, &messages.AckerStatsRequest{})
 			a, ok := res.(*messages.AckerStats)
 			switch {
 			case err != nil:
-				errs[i] = fmt.Errorf("stats of %s: %w", AckerIdentity(i), err)
+				errs[i] = fmt.Errorf("stats of %s: %w", tracker.AckerIdentity(i), err)
 			case !ok:
-				errs[i] = fmt.Errorf("stats of %s: unexpected %T", AckerIdentity(i), res)
+				errs[i] = fmt.Errorf("stats of %s: unexpected %T", tracker.AckerIdentity(i), res)
 			default:
 				out[i] = AckerStats{ID: a.Id, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
 					Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
@@ -280,7 +281,7 @@ func newEnv(topo *Topology, cfg Config, log logrus.FieldLogger) *env {
 	if replicas == 0 {
 		replicas = ring.DefaultReplicas
 	}
-	e.dir.Store(newDirectory(1, cfg.Ackers, replicas))
+	e.dir.Store(tracker.NewDirectory(1, cfg.Ackers, replicas))
 	e.maxAckers.Store(int32(cfg.Ackers))
 	return e
 }
@@ -321,9 +322,6 @@ func (rt *Runtime) WorkerKinds() []*cluster.Kind {
 			e.stages.props(KindAcker, actor.Unbounded)...)),
 	}
 }
-
-// AckerIdentity is the virtual actor identity of acker n.
-func AckerIdentity(n int) string { return fmt.Sprintf("acker/%d", n) }
 
 // Progress is a snapshot of a run, summed over tasks.
 type Progress struct {
@@ -553,7 +551,7 @@ func (rt *Runtime) stopTasks(c *cluster.Cluster) {
 		}
 	}
 	for n := range int(e.maxAckers.Load()) {
-		if p := c.Get(AckerIdentity(n), KindAcker); p != nil {
+		if p := c.Get(tracker.AckerIdentity(n), KindAcker); p != nil {
 			pids = append(pids, p)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/tracker"
 )
 
 // memSource yields fixed lines; it remembers what it was told.
@@ -362,7 +363,7 @@ func TestSpoutDeadlineReplaysWhenAckerDies(t *testing.T) {
 	st, err := rt.Run(context.Background(), c, func(p Progress) {
 		if !killed && p.Completed > 200 {
 			killed = true
-			c.ActorSystem.Root.Stop(c.Get(AckerIdentity(0), KindAcker))
+			c.ActorSystem.Root.Stop(c.Get(tracker.AckerIdentity(0), KindAcker))
 		}
 	})
 	if err != nil {

@@ -16,11 +16,8 @@ import (
 
 	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 )
-
-// springBits is the width of a spout task's sequence inside a springId; the
-// task id sits above it, so springIds never collide across tasks.
-const springBits = 40
 
 // pull and spoutTick are the spout's messages to itself.
 type (
@@ -254,7 +251,7 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 // seqMeets says whether one of ids lies among the next 2^36 springIds
 // the task's sequence gives.
 func (s *spoutTask) seqMeets(ids []uint64) bool {
-	const mask = 1<<springBits - 1
+	const mask = 1<<tracker.SpringBits - 1
 	for _, id := range ids {
 		if (id-s.seq-1)&mask < 1<<36 {
 			return true
@@ -268,7 +265,7 @@ func (s *spoutTask) seqMeets(ids []uint64) bool {
 func randomSeq() uint64 {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return binary.LittleEndian.Uint64(b[:]) >> (64 - springBits + 1) // leave room to count
+	return binary.LittleEndian.Uint64(b[:]) >> (64 - tracker.SpringBits + 1) // leave room to count
 }
 
 // hold keeps a notification that came before the task started: a moved
@@ -397,7 +394,7 @@ func (s *spoutTask) schedulePull(wait time.Duration) {
 // with an earlier attempt, so a late ack of that attempt cannot touch it.
 func (s *spoutTask) emit(p pendingRoot, payload string) {
 	s.seq++
-	springID := uint64(s.task)<<springBits | s.seq&(1<<springBits-1)
+	springID := tracker.SpringID(s.task, s.seq)
 	initXor, err := s.col.emitRoot(springID, rootContentID(s.scope, p.id), p.time, payload)
 	if err != nil {
 		s.deadLetter(p, payload, err.Error())
@@ -412,16 +409,16 @@ func (s *spoutTask) emit(p pendingRoot, payload string) {
 	s.pending.put(springID, p)
 	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(s.pending.len()))
 	d := s.env.dir.Load()
-	a := d.ackerOf(springID)
+	a := d.AckerOf(springID)
 	if a >= len(s.tracks) { // SetAckers added ackers
 		s.tracks = append(s.tracks, make([]*messages.Track, a+1-len(s.tracks))...)
 	}
 	t := s.tracks[a]
 	if t == nil {
 		t = s.env.recycle.track(s.task)
-		t.Version, t.Routing = d.version, d.routing
+		t.Version, t.Routing = d.Version, d.Routing
 		s.tracks[a] = t
-	} else if t.Routing != d.routing {
+	} else if t.Routing != d.Routing {
 		t.Version, t.Routing = 0, 0 // routed by two acker sets: the acker checks each entry
 	}
 	t.SpringIds = append(t.SpringIds, springID)
@@ -450,10 +447,10 @@ func (s *spoutTask) flush() {
 			continue
 		}
 		s.tracks[a] = nil
-		if p := s.res.get(KindAcker, AckerIdentity(a)); p != nil {
+		if p := s.res.get(KindAcker, tracker.AckerIdentity(a)); p != nil {
 			s.root.Send(p, t)
 		} else {
-			s.env.log.Errorf("spout %s: no member hosts %s; its roots will replay at their deadline", s.info.Component, AckerIdentity(a))
+			s.env.log.Errorf("spout %s: no member hosts %s; its roots will replay at their deadline", s.info.Component, tracker.AckerIdentity(a))
 		}
 	}
 	s.col.flush()

@@ -1,11 +1,15 @@
 package actors
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/acktor/acktor/tracker"
+)
 
 // TestSeqMeets: a resumed spout task's sequence start is drawn again when a
 // restored root's springId lies among the ids it is about to give.
 func TestSeqMeets(t *testing.T) {
-	const task = uint64(5) << springBits
+	const task = uint64(5) << tracker.SpringBits
 	for _, tc := range []struct {
 		name string
 		seq  uint64
@@ -18,7 +22,7 @@ func TestSeqMeets(t *testing.T) {
 		{"2^36 ahead", 1000, []uint64{task | (1000 + 1<<36)}, true},
 		{"past 2^36 ahead", 1000, []uint64{task | (1001 + 1<<36)}, false},
 		{"behind", 1000, []uint64{task | 10}, false},
-		{"across the wrap of the sequence", 1<<springBits - 2, []uint64{task | 3}, true},
+		{"across the wrap of the sequence", 1<<tracker.SpringBits - 2, []uint64{task | 3}, true},
 		{"one of several", 1000, []uint64{task | 10, task | 5000, task | 1<<39}, true},
 	} {
 		s := &spoutTask{seq: tc.seq}

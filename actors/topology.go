@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/tracker"
 )
 
 // Processor is user code run by a processor task. Process is called once per
@@ -249,8 +250,8 @@ func (b *Builder) Build() (*Topology, error) {
 			errs = append(errs, err)
 		}
 	}
-	if len(t.tasks) > ClientTasks {
-		errs = append(errs, fmt.Errorf("topology: %d tasks, at most %d", len(t.tasks), ClientTasks))
+	if len(t.tasks) > tracker.ClientTasks {
+		errs = append(errs, fmt.Errorf("topology: %d tasks, at most %d", len(t.tasks), tracker.ClientTasks))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -3,13 +3,14 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/metric"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/internal/mix"
 	"github.com/acktor/acktor/messages"
 )
 
@@ -182,7 +183,7 @@ func (r *rendezvous) owner(kind, identity string) string {
 		if !hasKind(m.kinds, kind) {
 			continue
 		}
-		if s := mix64(h ^ m.seed); owner == "" || s > best {
+		if s := mix.Splitmix64(h ^ m.seed); owner == "" || s > best {
 			best, owner = s, m.addr
 		}
 	}
@@ -202,15 +203,6 @@ func fnv64(s string) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(s))
 	return h.Sum64()
-}
-
-// mix64 is splitmix64's finalizer.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 type grain struct {

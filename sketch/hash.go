@@ -3,6 +3,8 @@ package sketch
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/acktor/acktor/internal/mix"
 )
 
 // XXH64 primes (github.com/Cyan4973/xxHash, xxhash_spec.md).
@@ -70,11 +72,8 @@ func xxMerge(acc, v uint64) uint64 {
 // splitmix64 advances *state and returns the next value of Steele, Lea and
 // Flood's SplitMix64 generator; it expands a seed into row parameters.
 func splitmix64(state *uint64) uint64 {
-	*state += 0x9E3779B97F4A7C15
-	z := *state
-	z = (z ^ z>>30) * 0xBF58476D1CE4E5B9
-	z = (z ^ z>>27) * 0x94D049BB133111EB
-	return z ^ z>>31
+	*state += mix.Golden
+	return mix.Splitmix64(*state)
 }
 
 // addSat adds without wrapping: counters stick at math.MaxUint64.

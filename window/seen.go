@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"time"
+
+	"github.com/acktor/acktor/internal/mix"
 )
 
 // ErrSeenFull is returned by Seen.Claim for a new id when the limit of ids
@@ -131,7 +133,7 @@ func (s *Seen) find(id uint64) (at int, found bool, free int) {
 	}
 	free = -1
 	mask := len(s.slots) - 1
-	for i := int(mix64(id)) & mask; ; i = (i + 1) & mask {
+	for i := int(mix.Splitmix64(id)) & mask; ; i = (i + 1) & mask {
 		switch sl := s.slots[i]; {
 		case sl.id == 0:
 			if free < 0 {
@@ -160,7 +162,7 @@ func (s *Seen) rebuild() {
 	mask := size - 1
 	for _, sl := range old {
 		if sl.id != 0 && sl.pane >= s.from {
-			i := int(mix64(sl.id)) & mask
+			i := int(mix.Splitmix64(sl.id)) & mask
 			for s.slots[i].id != 0 {
 				i = (i + 1) & mask
 			}
@@ -168,13 +170,4 @@ func (s *Seen) rebuild() {
 			s.used++
 		}
 	}
-}
-
-// mix64 is splitmix64's finalizer: ids may be sequential.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }

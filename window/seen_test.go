@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/acktor/acktor/internal/mix"
 )
 
 // TestSeenModel drives Claim, Release and Expire with random ids and times
@@ -126,7 +128,7 @@ func BenchmarkSeenClaim(b *testing.B) {
 					t = int64(i/tc.perPane) * int64(time.Second)
 					s.Expire(t - 59*int64(time.Second))
 				}
-				if fresh, err := s.Claim(t, mix64(uint64(i)+1)); !fresh || err != nil {
+				if fresh, err := s.Claim(t, mix.Splitmix64(uint64(i)+1)); !fresh || err != nil {
 					b.Fatalf("claim %d: %v, %v", i, fresh, err)
 				}
 			}

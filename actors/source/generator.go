@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"time"
+
+	"github.com/acktor/acktor/internal/mix"
 )
 
 // maxWordsPerLine bounds GeneratorConfig.WordsPerLine, which keeps every
@@ -350,14 +352,9 @@ func appendWord(b []byte, r uint64) []byte {
 	return b
 }
 
-// mix64 is the SplitMix64 finalizer; it spreads consecutive line numbers over
-// the PCG seed space.
-func mix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}
+// mix64 is SplitMix64's step from x: it spreads consecutive line numbers
+// over the PCG seed space.
+func mix64(x uint64) uint64 { return mix.Splitmix64(x + mix.Golden) }
 
 // pcgSource lets math/rand (v1) draw from a math/rand/v2 PCG.
 type pcgSource struct{ p *rand.PCG }

@@ -18,8 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,12 +31,9 @@ import (
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/cluster"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ring"
 )
-
-// seqBits is the width of a client's sequence in its springIds; its task
-// id sits above, as a spout task's does.
-const seqBits = 40
 
 // Options shape a client.
 type Options struct {
@@ -80,8 +75,7 @@ type Client struct {
 	node   *cluster.Node // the client member Dial started, if any
 	task   uint32
 	seq    atomic.Uint64
-	table  *ring.Table
-	num    []int // table index -> acker number
+	dir    *tracker.Directory // the acker set of Options
 	self   *actor.PID
 	notify *messages.Pid
 	events chan Event
@@ -135,8 +129,8 @@ func hostsAckers(c *pcluster.Cluster) bool {
 // New makes a client over a cluster this process has joined already, as a
 // member or as a client.
 func New(c *pcluster.Cluster, o Options) (*Client, error) {
-	if o.Ackers < 1 || o.Ackers > 4096 {
-		return nil, fmt.Errorf("client: Ackers = %d, want 1..4096", o.Ackers)
+	if o.Ackers < 1 || o.Ackers > tracker.MaxAckers {
+		return nil, fmt.Errorf("client: Ackers = %d, want 1..%d", o.Ackers, tracker.MaxAckers)
 	}
 	if o.Replicas < 0 || o.Replicas > ring.MaxReplicas {
 		return nil, fmt.Errorf("client: Replicas = %d, want 0..%d", o.Replicas, ring.MaxReplicas)
@@ -150,22 +144,13 @@ func New(c *pcluster.Cluster, o Options) (*Client, error) {
 	if o.MaxPending <= 0 {
 		o.MaxPending = 65536
 	}
-	r := ring.New(o.Replicas)
-	for n := range o.Ackers {
-		r.Add(actors.AckerIdentity(n))
-		_ = r.SetState(actors.AckerIdentity(n), ring.Running)
-	}
-	cl := &Client{c: c, table: r.Table(), events: make(chan Event, o.Events), pids: map[int]*actor.PID{},
+	cl := &Client{c: c, dir: tracker.NewDirectory(0, o.Ackers, o.Replicas), events: make(chan Event, o.Events), pids: map[int]*actor.PID{},
 		done: make(chan struct{}), timeout: o.Timeout, maxPending: o.MaxPending, pending: map[uint64]int64{}}
-	for _, id := range cl.table.IDs() {
-		n, _ := strconv.Atoi(strings.TrimPrefix(id, "acker/"))
-		cl.num = append(cl.num, n)
-	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	x := binary.LittleEndian.Uint64(b[:])
-	cl.task = actors.ClientTasks + uint32(x%(1<<23))
-	cl.seq.Store(x >> 40) // a random start: a restarted client reuses no springId in flight
+	cl.task = tracker.ClientTasks + uint32(x%(1<<23))
+	cl.seq.Store(x >> tracker.SpringBits) // a random start: a restarted client reuses no springId in flight
 	cl.self = c.ActorSystem.Root.Spawn(actor.PropsFromFunc(cl.receive))
 	every := min(max(o.Timeout/4, 10*time.Millisecond), 5*time.Second)
 	cl.cancel = scheduler.NewTimerScheduler(c.ActorSystem.Root).SendRepeatedly(every, every, cl.self, &clientTick{})
@@ -261,7 +246,7 @@ func (cl *Client) TupleID() uint64 {
 // initXor, and returns its springId; an Event reports it by its deadline.
 // It answers ErrFull while Options.MaxPending roots are open.
 func (cl *Client) Begin(initXor uint64) (uint64, error) {
-	id := uint64(cl.task)<<seqBits | cl.seq.Add(1)&(1<<seqBits-1)
+	id := tracker.SpringID(cl.task, cl.seq.Add(1))
 	cl.pendMu.Lock()
 	if len(cl.pending) >= cl.maxPending {
 		cl.pendMu.Unlock()
@@ -290,17 +275,13 @@ func (cl *Client) Fail(springID uint64) error {
 }
 
 func (cl *Client) send(springID uint64, m any) error {
-	i, ok := cl.table.Owner(springID)
-	if !ok {
-		return errors.New("client: no acker")
-	}
-	n := cl.num[i]
+	n := cl.dir.AckerOf(springID)
 	cl.mu.Lock()
 	pid, gen := cl.pids[n], cl.gen
 	cl.mu.Unlock()
 	if pid == nil {
-		if pid = cl.c.Get(actors.AckerIdentity(n), actors.KindAcker); pid == nil {
-			return fmt.Errorf("client: no member hosts %s", actors.AckerIdentity(n))
+		if pid = cl.c.Get(tracker.AckerIdentity(n), actors.KindAcker); pid == nil {
+			return fmt.Errorf("client: no member hosts %s", tracker.AckerIdentity(n))
 		}
 		cl.mu.Lock()
 		if cl.gen == gen { // else the members changed while we asked

@@ -14,14 +14,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ledger"
 	"github.com/acktor/acktor/tracker/ring"
 )
 
-// The shape of the roots of bench ackers, as actors/spout.go makes them:
-// springId = task<<40 | seq, each spout task counting up from a random start.
+// The shape of the roots of bench ackers, as a spout task makes them
+// (tracker.SpringID), each counting up from a random start.
 const (
-	benchAckersSpringBits = 40
 	benchAckersSpoutTasks = 4
 	// benchAckersGenerations is the ledger's Generations, the runtime's
 	// default: it sizes nothing, a ledger only needs a valid one.
@@ -215,14 +215,14 @@ func benchSpringIDs(n int, seed uint64) []uint64 {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	ids := make([]uint64, 0, n)
 	for task := range uint64(benchAckersSpoutTasks) {
-		seq := rng.Uint64() >> (64 - benchAckersSpringBits + 1) // leave room to count, as the spout does
+		seq := rng.Uint64() >> (64 - tracker.SpringBits + 1) // leave room to count, as the spout does
 		m := n / benchAckersSpoutTasks
 		if task == benchAckersSpoutTasks-1 {
 			m = n - len(ids)
 		}
 		for range m {
 			seq++
-			ids = append(ids, task<<benchAckersSpringBits|seq&(1<<benchAckersSpringBits-1))
+			ids = append(ids, tracker.SpringID(uint32(task), seq))
 		}
 	}
 	return ids
@@ -234,7 +234,7 @@ func benchRing(k, replicas int) (*ring.Ring, []string, error) {
 	r := ring.New(replicas)
 	ids := make([]string, k)
 	for i := range ids {
-		ids[i] = "acker/" + strconv.Itoa(i)
+		ids[i] = tracker.AckerIdentity(i)
 		r.Add(ids[i])
 		if err := r.SetState(ids[i], ring.Running); err != nil {
 			return nil, nil, fmt.Errorf("starting %s: %w", ids[i], err)
@@ -289,7 +289,7 @@ func fillLedgers(springs []uint64, owner []int, k, expect int) (mean, most, perR
 		if xor == 0 {
 			xor = 1
 		}
-		if o := ls[owner[j]].Init(s, uint32(s>>benchAckersSpringBits), xor); o.Status != ledger.Pending {
+		if o := ls[owner[j]].Init(s, tracker.TaskOf(s), xor); o.Status != ledger.Pending {
 			return 0, 0, 0, 0, fmt.Errorf("springId %d: init %v, want pending", s, o.Status)
 		}
 	}

@@ -4,10 +4,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/acktor/acktor/sketch"
 	"github.com/axiomhq/hyperloglog"
 	"github.com/bits-and-blooms/bloom/v3"
 	boom "github.com/tylertreat/BoomFilters"
+
+	"github.com/acktor/acktor/sketch"
 )
 
 const (

@@ -99,8 +99,8 @@ func BenchmarkLedgerLifecycle(b *testing.B) {
 	}
 }
 
-// tracker is what a per-root record costs in each design measured.
-type tracker interface{ open(id uint64) }
+// recordKeeper is what a per-root record costs in each design measured.
+type recordKeeper interface{ open(id uint64) }
 
 type ledgerTracker struct{ l *Ledger }
 
@@ -137,11 +137,11 @@ func (t treeTracker) open(id uint64) {
 func BenchmarkLedgerMemory(b *testing.B) {
 	kinds := []struct {
 		name string
-		make func(n int) tracker
+		make func(n int) recordKeeper
 	}{
-		{"ledger", func(n int) tracker { return ledgerTracker{New(Config{Generations: 3, ExpectedInFlight: n})} }},
-		{"map", func(n int) tracker { return make(mapTracker, n) }},
-		{"tree", func(n int) tracker { return make(treeTracker, n) }},
+		{"ledger", func(n int) recordKeeper { return ledgerTracker{New(Config{Generations: 3, ExpectedInFlight: n})} }},
+		{"map", func(n int) recordKeeper { return make(mapTracker, n) }},
+		{"tree", func(n int) recordKeeper { return make(treeTracker, n) }},
 	}
 	for _, n := range []int{100_000, 500_000, 900_000, 1_000_000} {
 		for _, k := range kinds {

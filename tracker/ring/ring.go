@@ -59,6 +59,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+
+	"github.com/acktor/acktor/internal/mix"
 )
 
 // DefaultReplicas is the number of points per acker New uses when asked for
@@ -131,13 +133,13 @@ func HashBytes(b []byte) uint32 { return hash(b) }
 func hash[T string | []byte](s T) uint32 {
 	var h uint32
 	for i := len(s) - 1; i >= 0; i-- {
-		h = mix(h, s[i])
+		h = mixByte(h, s[i])
 	}
 	return avalanche(h)
 }
 
-// mix is the per-byte step, the paper's formula (1).
-func mix(h uint32, b byte) uint32 {
+// mixByte is the per-byte step, the paper's formula (1).
+func mixByte(h uint32, b byte) uint32 {
 	h += uint32(b)
 	h += h << 10
 	return h ^ h>>6
@@ -157,12 +159,7 @@ func avalanche(h uint32) uint32 {
 // as uniform (a bijection of 64 bits, every input bit reaching every output
 // bit). Acker points still use Hash, as the paper places them.
 func Key(springID uint64) uint32 {
-	x := springID
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return uint32((x ^ x>>31) >> 32)
+	return uint32(mix.Splitmix64(springID) >> 32)
 }
 
 // point is one of an acker's points.
