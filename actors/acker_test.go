@@ -12,8 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ledger"
 )

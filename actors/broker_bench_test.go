@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source"
 )
 
 // drainSource reads the source of one task alone to its end, Next and Done

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/internal/mix"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/source"
 )
 
 // counterBenchTopology is an idle spout feeding one counter component.

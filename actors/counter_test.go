@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/window"
 )
 

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	jssource "github.com/acktor/acktor/source/jetstream"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/internal/testserver"
 )
 
@@ -51,8 +52,8 @@ func jetStreamBenchServer(b *testing.B, n int) *server.Server {
 
 // jetStreamBenchConfig reads the benchmark's stream to its end through the
 // durable consumer name.
-func jetStreamBenchConfig(srv *server.Server, name string) source.JetStreamConfig {
-	return source.JetStreamConfig{URL: srv.ClientURL(), Stream: "WORDS", Consumer: name, StopAtEnd: true}
+func jetStreamBenchConfig(srv *server.Server, name string) jssource.Config {
+	return jssource.Config{URL: srv.ClientURL(), Stream: "WORDS", Consumer: name, StopAtEnd: true}
 }
 
 // BenchmarkJetStreamTracked runs b.N JetStream messages through the
@@ -62,5 +63,5 @@ func jetStreamBenchConfig(srv *server.Server, name string) source.JetStreamConfi
 // over the source's.
 func BenchmarkJetStreamTracked(b *testing.B) {
 	srv := jetStreamBenchServer(b, b.N)
-	benchTracked(b, source.JetStream(jetStreamBenchConfig(srv, "tracked")), source.JetStream(jetStreamBenchConfig(srv, "alone")))
+	benchTracked(b, jssource.New(jetStreamBenchConfig(srv, "tracked")), jssource.New(jetStreamBenchConfig(srv, "alone")))
 }

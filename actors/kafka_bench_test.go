@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source/kafka"
 )
 
 // kafkaBenchTopic is the topic of BenchmarkKafkaTracked, with its partitions.
@@ -44,8 +44,8 @@ func kafkaBenchCluster(b *testing.B, n int) *kfake.Cluster {
 }
 
 // kafkaBenchConfig reads the benchmark's topic to its end as group.
-func kafkaBenchConfig(c *kfake.Cluster, group string) source.KafkaConfig {
-	return source.KafkaConfig{Brokers: c.ListenAddrs(), Topics: []string{kafkaBenchTopic}, Group: group, StopAtEnd: true,
+func kafkaBenchConfig(c *kfake.Cluster, group string) kafka.Config {
+	return kafka.Config{Brokers: c.ListenAddrs(), Topics: []string{kafkaBenchTopic}, Group: group, StopAtEnd: true,
 		Opts: []kgo.Opt{kgo.FetchMaxWait(50 * time.Millisecond)}}
 }
 
@@ -55,5 +55,5 @@ func kafkaBenchConfig(c *kfake.Cluster, group string) source.KafkaConfig {
 // tracked records/s over the source's.
 func BenchmarkKafkaTracked(b *testing.B) {
 	c := kafkaBenchCluster(b, b.N)
-	benchTracked(b, source.Kafka(kafkaBenchConfig(c, "tracked")), source.Kafka(kafkaBenchConfig(c, "alone")))
+	benchTracked(b, kafka.New(kafkaBenchConfig(c, "tracked")), kafka.New(kafkaBenchConfig(c, "alone")))
 }

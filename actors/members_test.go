@@ -17,7 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/window"
 )
 

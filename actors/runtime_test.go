@@ -20,7 +20,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/sirupsen/logrus"
 
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/tracker"
 )
 

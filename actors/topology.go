@@ -13,7 +13,7 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/tracker"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors"
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source"
 )
 
 func quietSystem() *actor.ActorSystem {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source"
 )
 
 // endless yields a root a millisecond until the run ends.

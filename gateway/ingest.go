@@ -1,7 +1,7 @@
 package gateway
 
 // The ingest endpoints: records appended to a node's write-ahead log
-// (actors/source/wal), which a WAL source reads like a Kafka partition.
+// (wal), which a WAL source reads like a Kafka partition.
 //
 //	POST /api/ingest      one request is one append: all of its records or none
 //	GET  /api/ingest/ws   a WebSocket: each message is one append, answered in order
@@ -31,7 +31,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/sirupsen/logrus"
 
-	"github.com/acktor/acktor/actors/source/wal"
+	"github.com/acktor/acktor/wal"
 )
 
 // Limits of the ingest endpoints.

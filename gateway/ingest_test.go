@@ -21,7 +21,7 @@ import (
 	"github.com/coder/websocket/wsjson"
 	"go.uber.org/goleak"
 
-	"github.com/acktor/acktor/actors/source/wal"
+	"github.com/acktor/acktor/wal"
 )
 
 // ingestOpts is the log of the ingest tests: small records and segments,

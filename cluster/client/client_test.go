@@ -16,8 +16,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors"
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster"
+	"github.com/acktor/acktor/source"
 )
 
 type idle struct{}

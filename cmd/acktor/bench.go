@@ -17,8 +17,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/sketch"
+	"github.com/acktor/acktor/source"
 )
 
 // defaultBenchInput is the text of the second data set of bench sketch,

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acktor/acktor/actors"
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster"
+	"github.com/acktor/acktor/source"
 )
 
 // benchQueueFlags are the flags of bench queue.

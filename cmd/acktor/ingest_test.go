@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acktor/acktor/actors/source"
-	"github.com/acktor/acktor/actors/source/wal"
 	"github.com/acktor/acktor/gateway"
 	"github.com/acktor/acktor/internal/testserver"
+	"github.com/acktor/acktor/source"
+	"github.com/acktor/acktor/wal"
 )
 
 func TestIngestConfigErrors(t *testing.T) {

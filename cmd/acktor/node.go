@@ -24,11 +24,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/acktor/acktor/actors"
-	"github.com/acktor/acktor/actors/source"
-	"github.com/acktor/acktor/actors/source/wal"
 	"github.com/acktor/acktor/cluster"
 	"github.com/acktor/acktor/examples/wordcount"
 	"github.com/acktor/acktor/gateway"
+	"github.com/acktor/acktor/source"
+	"github.com/acktor/acktor/wal"
 )
 
 // nodeConfig is the file `acktor node --config` reads.

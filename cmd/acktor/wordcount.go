@@ -20,9 +20,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/acktor/acktor/actors"
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster"
 	"github.com/acktor/acktor/examples/wordcount"
+	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/window"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source"
 )
 
 // acktor runs the command in-process and returns its error.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/acktor/acktor/actors"
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/window"
 )
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/acktor/acktor/actors"
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/window"
 )
 

@@ -16,9 +16,10 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors"
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster"
 	"github.com/acktor/acktor/internal/testserver"
+	"github.com/acktor/acktor/source"
+	jssource "github.com/acktor/acktor/source/jetstream"
 	"github.com/acktor/acktor/window"
 )
 
@@ -159,7 +160,7 @@ func TestExactlyOnceJetStream(t *testing.T) {
 	}
 	cfg := actors.DefaultConfig()
 	cfg.Ackers, cfg.Timeout, cfg.MaxReplays, cfg.MaxPending = 2, 2*time.Second, 50, 256
-	src := source.JetStream(source.JetStreamConfig{URL: srv.ClientURL(), Stream: "L", Consumer: "wc", StopAtEnd: true,
+	src := jssource.New(jssource.Config{URL: srv.ClientURL(), Stream: "L", Consumer: "wc", StopAtEnd: true,
 		Backoff: []time.Duration{5 * time.Millisecond}, Fetch: 32})
 	counts, st := run(t, src, Options{Spouts: 2, Splitters: 2, Counters: 2, FailRate: 0.02, Seed: 3, ExactlyOnce: true}, cfg)
 	if st.Roots != 2000 || st.Completed != st.Roots || st.DeadLettered != 0 || st.Replayed == 0 {

@@ -21,10 +21,11 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors"
-	"github.com/acktor/acktor/actors/source"
 	"github.com/acktor/acktor/cluster"
 	"github.com/acktor/acktor/examples/speedlayer"
 	"github.com/acktor/acktor/gateway"
+	"github.com/acktor/acktor/source/jetstream"
+	"github.com/acktor/acktor/source/kafka"
 	"github.com/acktor/acktor/window"
 )
 
@@ -90,10 +91,10 @@ func run(ctx context.Context, f flags) error {
 	case f.kafka != "" && f.nats != "":
 		return errors.New("--kafka and --nats: give one")
 	case f.kafka != "":
-		src = source.Kafka(source.KafkaConfig{Brokers: strings.Split(f.kafka, ","), Topics: []string{f.topic}, Group: f.group,
+		src = kafka.New(kafka.Config{Brokers: strings.Split(f.kafka, ","), Topics: []string{f.topic}, Group: f.group,
 			OnError: kafkaOnError(log, &commitFailures)})
 	case f.nats != "":
-		src = source.JetStream(source.JetStreamConfig{URL: f.nats, Stream: f.stream, Consumer: f.consumer})
+		src = jetstream.New(jetstream.Config{URL: f.nats, Stream: f.stream, Consumer: f.consumer})
 	}
 	var w window.Config
 	if f.window != 0 {
@@ -159,7 +160,7 @@ func run(ctx context.Context, f flags) error {
 // logrus's logger is safe for that.
 func kafkaOnError(log logrus.FieldLogger, commitFailures *atomic.Int64) func(error) {
 	return func(err error) {
-		if errors.Is(err, source.ErrKafkaCommit) {
+		if errors.Is(err, kafka.ErrCommit) {
 			commitFailures.Add(1)
 			log.WithError(err).Error("speedlayer: kafka offset commit failed; the group's offsets do not advance until a commit succeeds")
 			return

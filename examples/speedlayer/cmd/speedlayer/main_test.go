@@ -9,7 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
-	"github.com/acktor/acktor/actors/source"
+	"github.com/acktor/acktor/source/kafka"
 )
 
 // TestKafkaOnError: a failed offset commit is logged as an error and
@@ -19,7 +19,7 @@ func TestKafkaOnError(t *testing.T) {
 	var failures atomic.Int64
 	onError := kafkaOnError(log, &failures)
 
-	commit := fmt.Errorf("source: kafka: periodic commit of group %q failed for orders/0 at offset 7: %w", "g", source.ErrKafkaCommit)
+	commit := fmt.Errorf("source: kafka: periodic commit of group %q failed for orders/0 at offset 7: %w", "g", kafka.ErrCommit)
 	onError(commit)
 	if failures.Load() != 1 {
 		t.Errorf("%d commit failures counted, want 1", failures.Load())

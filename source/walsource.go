@@ -8,7 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/acktor/acktor/actors/source/wal"
+	"github.com/acktor/acktor/wal"
 )
 
 // Defaults and limits of WALConfig.

@@ -1,4 +1,4 @@
-package source
+package kafka
 
 import (
 	"context"
@@ -20,6 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 	"go.uber.org/goleak"
+
+	"github.com/acktor/acktor/internal/testserver"
+	"github.com/acktor/acktor/source"
 )
 
 // kafkaEnv is a one-broker fake cluster with a client to produce to it and
@@ -112,15 +115,15 @@ func (e *kafkaEnv) waitCommitted(t testing.TB, group, topic string, want []int64
 
 // config is a test configuration: fast fetches, heartbeats and commits,
 // StopAtEnd.
-func (e *kafkaEnv) config(group string, topics ...string) KafkaConfig {
-	return KafkaConfig{Brokers: e.c.ListenAddrs(), Topics: topics, Group: group, StopAtEnd: true,
+func (e *kafkaEnv) config(group string, topics ...string) Config {
+	return Config{Brokers: e.c.ListenAddrs(), Topics: topics, Group: group, StopAtEnd: true,
 		CommitInterval: 20 * time.Millisecond,
 		Opts:           []kgo.Opt{kgo.FetchMaxWait(20 * time.Millisecond), kgo.HeartbeatInterval(50 * time.Millisecond)}}
 }
 
-func openKafkaTask(t testing.TB, cfg KafkaConfig, task, tasks int) *kafkaSource {
+func openKafkaTask(t testing.TB, cfg Config, task, tasks int) *kafkaSource {
 	t.Helper()
-	src, err := Kafka(cfg)(task, tasks)
+	src, err := New(cfg)(task, tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,21 +155,21 @@ func (s *kafkaSource) assigned() []string {
 }
 
 // kafkaNext calls Next until it returns something other than ErrNotReady.
-func kafkaNext(t testing.TB, src Source) (Root, error) {
+func kafkaNext(t testing.TB, src source.Source) (source.Root, error) {
 	t.Helper()
-	var r Root
+	var r source.Root
 	var err error
 	kafkaWaitFor(t, func() bool {
 		r, err = src.Next()
-		return !errors.Is(err, ErrNotReady)
+		return !errors.Is(err, source.ErrNotReady)
 	}, func() string { return "Next stayed ErrNotReady" })
 	return r, err
 }
 
 // kafkaTake reads n roots, failing on errors.
-func kafkaTake(t testing.TB, src Source, n int) []Root {
+func kafkaTake(t testing.TB, src source.Source, n int) []source.Root {
 	t.Helper()
-	roots := make([]Root, 0, n)
+	roots := make([]source.Root, 0, n)
 	for range n {
 		r, err := kafkaNext(t, src)
 		if err != nil {
@@ -178,9 +181,9 @@ func kafkaTake(t testing.TB, src Source, n int) []Root {
 }
 
 // kafkaDrain reads roots until EOF, calling Done on each.
-func kafkaDrain(t testing.TB, src Source) []Root {
+func kafkaDrain(t testing.TB, src source.Source) []source.Root {
 	t.Helper()
-	var roots []Root
+	var roots []source.Root
 	for {
 		r, err := kafkaNext(t, src)
 		if errors.Is(err, io.EOF) {
@@ -204,9 +207,9 @@ func kafkaID(ti, n int, partition int32, offset int64) uint64 {
 }
 
 // kafkaByPayload indexes roots by payload, failing on a duplicate.
-func kafkaByPayload(t testing.TB, roots []Root) map[string]Root {
+func kafkaByPayload(t testing.TB, roots []source.Root) map[string]source.Root {
 	t.Helper()
-	m := map[string]Root{}
+	m := map[string]source.Root{}
 	for _, r := range roots {
 		if _, dup := m[r.Payload]; dup {
 			t.Fatalf("%q delivered twice", r.Payload)
@@ -218,30 +221,30 @@ func kafkaByPayload(t testing.TB, roots []Root) map[string]Root {
 
 func TestKafkaConfigValidation(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	ok := KafkaConfig{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g"}
+	ok := Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"t"}, Group: "g"}
 	for _, tc := range []struct {
 		name string
-		edit func(*KafkaConfig)
+		edit func(*Config)
 		want string
 	}{
-		{"no brokers", func(c *KafkaConfig) { c.Brokers = nil }, "Brokers is empty"},
-		{"empty broker", func(c *KafkaConfig) { c.Brokers = []string{"a:1", ""} }, "Brokers[1] is empty"},
-		{"no topics", func(c *KafkaConfig) { c.Topics = nil }, "Topics is empty"},
-		{"empty topic", func(c *KafkaConfig) { c.Topics = []string{""} }, "Topics[0] is empty"},
-		{"repeated topic", func(c *KafkaConfig) { c.Topics = []string{"a", "b", "a"} }, `Topics[2] "a" repeats Topics[0]`},
-		{"too many topics", func(c *KafkaConfig) {
+		{"no brokers", func(c *Config) { c.Brokers = nil }, "Brokers is empty"},
+		{"empty broker", func(c *Config) { c.Brokers = []string{"a:1", ""} }, "Brokers[1] is empty"},
+		{"no topics", func(c *Config) { c.Topics = nil }, "Topics is empty"},
+		{"empty topic", func(c *Config) { c.Topics = []string{""} }, "Topics[0] is empty"},
+		{"repeated topic", func(c *Config) { c.Topics = []string{"a", "b", "a"} }, `Topics[2] "a" repeats Topics[0]`},
+		{"too many topics", func(c *Config) {
 			c.Topics = nil
 			for i := range 257 {
 				c.Topics = append(c.Topics, fmt.Sprint(i))
 			}
 		}, "Topics has 257 topics"},
-		{"no group", func(c *KafkaConfig) { c.Group = "" }, "Group is empty"},
-		{"negative buffer", func(c *KafkaConfig) { c.MaxBuffered = -1 }, "MaxBuffered is -1"},
-		{"huge buffer", func(c *KafkaConfig) { c.MaxBuffered = 1<<20 + 1 }, "MaxBuffered is 1048577"},
-		{"negative uncommitted", func(c *KafkaConfig) { c.MaxUncommitted = -5 }, "MaxUncommitted is -5"},
-		{"negative interval", func(c *KafkaConfig) { c.CommitInterval = -time.Second }, "CommitInterval is -1s"},
-		{"tiny interval", func(c *KafkaConfig) { c.CommitInterval = time.Microsecond }, "CommitInterval is 1µs"},
-		{"nil opt", func(c *KafkaConfig) { c.Opts = []kgo.Opt{nil} }, "Opts[0] is nil"},
+		{"no group", func(c *Config) { c.Group = "" }, "Group is empty"},
+		{"negative buffer", func(c *Config) { c.MaxBuffered = -1 }, "MaxBuffered is -1"},
+		{"huge buffer", func(c *Config) { c.MaxBuffered = 1<<20 + 1 }, "MaxBuffered is 1048577"},
+		{"negative uncommitted", func(c *Config) { c.MaxUncommitted = -5 }, "MaxUncommitted is -5"},
+		{"negative interval", func(c *Config) { c.CommitInterval = -time.Second }, "CommitInterval is -1s"},
+		{"tiny interval", func(c *Config) { c.CommitInterval = time.Microsecond }, "CommitInterval is 1µs"},
+		{"nil opt", func(c *Config) { c.Opts = []kgo.Opt{nil} }, "Opts[0] is nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ok
@@ -250,7 +253,7 @@ func TestKafkaConfigValidation(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "source: kafka: ") {
 				t.Fatalf("Validate() = %v, want an error with %q", err, tc.want)
 			}
-			if src, err := Kafka(cfg)(0, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if src, err := New(cfg)(0, 1); err == nil || !strings.Contains(err.Error(), tc.want) {
 				if src != nil {
 					src.Close()
 				}
@@ -261,7 +264,7 @@ func TestKafkaConfigValidation(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
-	if _, err := Kafka(ok)(2, 2); err == nil || !strings.Contains(err.Error(), "task is 2") {
+	if _, err := New(ok)(2, 2); err == nil || !strings.Contains(err.Error(), "task is 2") {
 		t.Fatalf("task 2 of 2: %v", err)
 	}
 }
@@ -270,7 +273,7 @@ func TestKafkaMissingTopic(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	e := newKafkaEnv(t, 1, "t")
 	defer e.close()
-	_, err := Kafka(e.config("g", "t", "nope"))(0, 1)
+	_, err := New(e.config("g", "t", "nope"))(0, 1)
 	if err == nil || !strings.Contains(err.Error(), `topic "nope" does not exist`) {
 		t.Fatalf("open = %v, want a missing topic", err)
 	}
@@ -289,7 +292,7 @@ func TestKafkaPartitionsMustFitIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, err = Kafka(KafkaConfig{Brokers: c.ListenAddrs(), Topics: topics, Group: "g"})(0, 1)
+	_, err = New(Config{Brokers: c.ListenAddrs(), Topics: topics, Group: "g"})(0, 1)
 	if err == nil || !strings.Contains(err.Error(), `topic "big" has 257 partitions; with 129 topics a root ID fits 256`) {
 		t.Fatalf("open = %v", err)
 	}
@@ -334,14 +337,14 @@ func TestKafkaConsumes(t *testing.T) {
 					return all == parts
 				}, func() string { return fmt.Sprintf("assignments %v, %v", srcs[0].assigned(), srcs[1].assigned()) })
 			}
-			var roots []Root
+			var roots []source.Root
 			got := make([]int, tc.tasks)
 			eof := make([]bool, tc.tasks)
 			kafkaWaitFor(t, func() bool {
 				for i, s := range srcs {
 					for !eof[i] {
 						r, err := s.Next()
-						if errors.Is(err, ErrNotReady) {
+						if errors.Is(err, source.ErrNotReady) {
 							break
 						}
 						if errors.Is(err, io.EOF) {
@@ -468,7 +471,7 @@ func TestKafkaReplayDoesNotStall(t *testing.T) {
 	e.waitCommitted(t, "g", "t", []int64{n})
 	// A done root has nothing to replay: released, so the spout forgets it
 	// without a dead letter (another delivery of the offset finished it).
-	if _, err := src.Replay(first.ID); !errors.Is(err, ErrReleased) {
+	if _, err := src.Replay(first.ID); !errors.Is(err, source.ErrReleased) {
 		t.Fatalf("replay of a done root: %v", err)
 	}
 }
@@ -491,7 +494,7 @@ func TestKafkaPausesBehindUnfinished(t *testing.T) {
 	for quiet := time.Now(); time.Since(quiet) < 200*time.Millisecond; {
 		r, err := src.Next()
 		switch {
-		case errors.Is(err, ErrNotReady):
+		case errors.Is(err, source.ErrNotReady):
 			time.Sleep(time.Millisecond)
 			continue
 		case err != nil:
@@ -589,7 +592,7 @@ func TestKafkaRebalanceReleases(t *testing.T) {
 	a := openKafkaTask(t, cfg, 0, 2)
 	defer a.Close()
 	for _, r := range kafkaTake(t, a, parts*n) {
-		if r.ID&MaxKafkaOffset < finished {
+		if r.ID&MaxOffset < finished {
 			a.Done(r.ID)
 		}
 	}
@@ -601,7 +604,7 @@ func TestKafkaRebalanceReleases(t *testing.T) {
 	if a.assigned()[0] == "t/0" {
 		lost, kept = 1, 0
 	}
-	if _, err := a.Replay(kafkaID(0, 1, lost, 15)); !errors.Is(err, ErrReleased) || !strings.Contains(err.Error(), fmt.Sprintf("t/%d offset 15", lost)) {
+	if _, err := a.Replay(kafkaID(0, 1, lost, 15)); !errors.Is(err, source.ErrReleased) || !strings.Contains(err.Error(), fmt.Sprintf("t/%d offset 15", lost)) {
 		t.Fatalf("replay of a revoked partition's root: %v, want ErrReleased", err)
 	}
 	a.Done(kafkaID(0, 1, lost, 15)) // ignored
@@ -653,12 +656,12 @@ func TestKafkaBadRecord(t *testing.T) {
 			}
 			src.Done(r.ID)
 			_, err = kafkaNext(t, src)
-			var bad *BadRecord
+			var bad *source.BadRecord
 			if !errors.As(err, &bad) || bad.ID != kafkaID(0, 1, 0, 1) || bad.Payload != tc.bad ||
 				!strings.Contains(bad.Reason, "t/0 offset 1") || !strings.Contains(bad.Reason, tc.reason) {
 				t.Fatalf("second: %v (%+v)", err, bad)
 			}
-			if _, err := src.Replay(bad.ID); !errors.Is(err, ErrUnknownRoot) {
+			if _, err := src.Replay(bad.ID); !errors.Is(err, source.ErrUnknownRoot) {
 				t.Fatalf("replay of a bad record: %v", err)
 			}
 			e.waitCommitted(t, "g", "t", []int64{1})
@@ -681,7 +684,7 @@ func BenchmarkKafkaSource(b *testing.B) {
 	produceKafkaBench(b, e, "t", parts, b.N)
 	b.ResetTimer()
 	src := openKafkaTask(b, e.config("bench", "t"), 0, 1)
-	benchDrain(b, src, b.N)
+	testserver.Drain(b, src, b.N)
 	if err := src.Close(); err != nil { // untimed: it commits and leaves the group
 		b.Fatal(err)
 	}
@@ -711,7 +714,7 @@ func TestKafkaBacklog(t *testing.T) {
 	cfg.StopAtEnd = false // it would leave what comes after open unread
 	src := openKafkaTask(t, cfg, 0, 1)
 	defer src.Close()
-	var _ Backlogger = src
+	var _ source.Backlogger = src
 	kafkaTake(t, src, 10)
 	kafkaWaitFor(t, func() bool { return src.Backlog() == parts*n-10 },
 		func() string {
@@ -742,7 +745,7 @@ func (k *kafkaErrors) commitError(want string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, err := range k.errs {
-		if errors.Is(err, ErrKafkaCommit) && strings.Contains(err.Error(), want) {
+		if errors.Is(err, ErrCommit) && strings.Contains(err.Error(), want) {
 			return err
 		}
 	}
@@ -796,7 +799,7 @@ func failKafkaCommits(c *kfake.Cluster, cause *kerr.Error) *atomic.Bool {
 
 // TestKafkaCommitErrorsReported: a commit the broker refuses reaches
 // OnError, naming what committed (periodic, revoke, close), the group, the
-// partitions and offsets, and wrapping ErrKafkaCommit and the broker's
+// partitions and offsets, and wrapping ErrCommit and the broker's
 // error; the offsets stay where they were until a commit lands.
 func TestKafkaCommitErrorsReported(t *testing.T) {
 	const parts, n = 2, 10
@@ -866,7 +869,7 @@ func TestKafkaCommitErrorsReported(t *testing.T) {
 		}
 		failKafkaCommits(e.c, denied)
 		want := fmt.Sprintf(`source: kafka: close commit of group "g" failed for t/0 at offset %d, t/1 at offset %d: GROUP_AUTHORIZATION_FAILED`, n, n)
-		if err := src.Close(); err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrKafkaCommit) {
+		if err := src.Close(); err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrCommit) {
 			t.Fatalf("Close = %v, want %q", err, want)
 		}
 		errs.waitCommitError(t, want, denied)
@@ -888,7 +891,7 @@ func TestKafkaCommitErrorMessage(t *testing.T) {
 		!strings.Contains(err.Error(), "; u/0 at offset 7: TOPIC_AUTHORIZATION_FAILED") {
 		t.Errorf("error %q, want it to start with %q and name t/1 and u/0 after", err, want)
 	}
-	for _, cause := range []error{ErrKafkaCommit, kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed} {
+	for _, cause := range []error{ErrCommit, kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed} {
 		if !errors.Is(err, cause) {
 			t.Errorf("error does not wrap %v", cause)
 		}

@@ -1,4 +1,4 @@
-package source
+package jetstream
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/acktor/acktor/internal/testserver"
+	"github.com/acktor/acktor/source"
 )
 
 // jsServer is an embedded nats-server with JetStream and one stream "S" on
@@ -95,13 +96,13 @@ func (s *jsServer) consumer(tb testing.TB, name string) *jetstream.ConsumerInfo 
 }
 
 // config is a source configuration for consumer "C" of the server.
-func (s *jsServer) config() JetStreamConfig {
-	return JetStreamConfig{URL: s.srv.ClientURL(), Stream: "S", Consumer: "C", StopAtEnd: true}
+func (s *jsServer) config() Config {
+	return Config{URL: s.srv.ClientURL(), Stream: "S", Consumer: "C", StopAtEnd: true}
 }
 
-func openJS(tb testing.TB, cfg JetStreamConfig, task, tasks int) *jetStreamSource {
+func openJS(tb testing.TB, cfg Config, task, tasks int) *jetStreamSource {
 	tb.Helper()
-	src, err := JetStream(cfg)(task, tasks)
+	src, err := New(cfg)(task, tasks)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestJetStreamDeliversOnceAndAcks(t *testing.T) {
 					}
 					r, err := src.Next()
 					switch {
-					case errors.Is(err, ErrNotReady):
+					case errors.Is(err, source.ErrNotReady):
 						continue
 					case errors.Is(err, io.EOF):
 						eof[i] = true
@@ -183,7 +184,7 @@ func TestJetStreamDeliversOnceAndAcks(t *testing.T) {
 						t.Fatalf("Replay(%d) = %q, %v", r.ID, p, err)
 					}
 					src.Done(r.ID)
-					if _, err := src.Replay(r.ID); !errors.Is(err, ErrUnknownRoot) {
+					if _, err := src.Replay(r.ID); !errors.Is(err, source.ErrUnknownRoot) {
 						t.Fatalf("Replay(%d) after Done: %v, want ErrUnknownRoot", r.ID, err)
 					}
 				}
@@ -227,12 +228,12 @@ func TestJetStreamDeliversOnceAndAcks(t *testing.T) {
 }
 
 // nextRoot calls Next until it returns something other than ErrNotReady.
-func nextRoot(tb testing.TB, src Source, within time.Duration) (Root, error) {
+func nextRoot(tb testing.TB, src source.Source, within time.Duration) (source.Root, error) {
 	tb.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		r, err := src.Next()
-		if !errors.Is(err, ErrNotReady) {
+		if !errors.Is(err, source.ErrNotReady) {
 			return r, err
 		}
 		if time.Now().After(deadline) {
@@ -276,7 +277,7 @@ func TestJetStreamRedeliver(t *testing.T) {
 		if err := src.Redeliver(2, attempt); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := src.Replay(2); !errors.Is(err, ErrUnknownRoot) {
+		if _, err := src.Replay(2); !errors.Is(err, source.ErrUnknownRoot) {
 			t.Fatalf("Replay of a redelivered root: %v, want ErrUnknownRoot", err)
 		}
 		r, err := nextRoot(t, src, 5*time.Second)
@@ -292,7 +293,7 @@ func TestJetStreamRedeliver(t *testing.T) {
 		t.Fatalf("backoff asked for attempts %v", asked)
 	}
 	mu.Unlock()
-	if err := src.Redeliver(99, 0); !errors.Is(err, ErrUnknownRoot) {
+	if err := src.Redeliver(99, 0); !errors.Is(err, source.ErrUnknownRoot) {
 		t.Fatalf("Redeliver of an unknown root: %v, want ErrUnknownRoot", err)
 	}
 	// Out of replays: the spout fetches the payload for its dead letter, then
@@ -471,7 +472,7 @@ func TestJetStreamBadRecord(t *testing.T) {
 			var payloads []string
 			for {
 				r, err := nextRoot(t, src, 5*time.Second)
-				var bad *BadRecord
+				var bad *source.BadRecord
 				switch {
 				case errors.Is(err, io.EOF):
 				case errors.As(err, &bad):
@@ -577,25 +578,25 @@ func TestJetStreamConfigErrors(t *testing.T) {
 	good := s.config()
 	for _, tc := range []struct {
 		name        string
-		edit        func(*JetStreamConfig)
+		edit        func(*Config)
 		task, tasks int
 		want        string
 	}{
-		{"no URL", func(c *JetStreamConfig) { c.URL = "" }, 0, 1, "URL is empty"},
-		{"no stream", func(c *JetStreamConfig) { c.Stream = "" }, 0, 1, "Stream is empty"},
-		{"stream with a dot", func(c *JetStreamConfig) { c.Stream = "a.b" }, 0, 1, `Stream is "a.b"`},
-		{"no consumer", func(c *JetStreamConfig) { c.Consumer = "" }, 0, 1, "Consumer is empty"},
-		{"consumer with a wildcard", func(c *JetStreamConfig) { c.Consumer = "c*" }, 0, 1, `Consumer is "c*"`},
-		{"negative ack wait", func(c *JetStreamConfig) { c.AckWait = -time.Second }, 0, 1, "AckWait is -1s"},
-		{"tiny ack wait", func(c *JetStreamConfig) { c.AckWait = time.Millisecond }, 0, 1, "AckWait is 1ms"},
-		{"negative max ack pending", func(c *JetStreamConfig) { c.MaxAckPending = -1 }, 0, 1, "MaxAckPending is -1"},
-		{"negative fetch", func(c *JetStreamConfig) { c.Fetch = -1 }, 0, 1, "Fetch is -1"},
-		{"huge fetch", func(c *JetStreamConfig) { c.Fetch = 1 << 20 }, 0, 1, "Fetch is 1048576"},
-		{"negative backoff", func(c *JetStreamConfig) { c.Backoff = []time.Duration{time.Second, -1} }, 0, 1, "Backoff[1] is -1ns"},
-		{"no tasks", func(*JetStreamConfig) {}, 0, 0, "tasks is 0"},
-		{"task out of range", func(*JetStreamConfig) {}, 2, 2, "task is 2"},
-		{"unknown stream", func(c *JetStreamConfig) { c.Stream = "NONE" }, 0, 1, "stream NONE"},
-		{"no server", func(c *JetStreamConfig) {
+		{"no URL", func(c *Config) { c.URL = "" }, 0, 1, "URL is empty"},
+		{"no stream", func(c *Config) { c.Stream = "" }, 0, 1, "Stream is empty"},
+		{"stream with a dot", func(c *Config) { c.Stream = "a.b" }, 0, 1, `Stream is "a.b"`},
+		{"no consumer", func(c *Config) { c.Consumer = "" }, 0, 1, "Consumer is empty"},
+		{"consumer with a wildcard", func(c *Config) { c.Consumer = "c*" }, 0, 1, `Consumer is "c*"`},
+		{"negative ack wait", func(c *Config) { c.AckWait = -time.Second }, 0, 1, "AckWait is -1s"},
+		{"tiny ack wait", func(c *Config) { c.AckWait = time.Millisecond }, 0, 1, "AckWait is 1ms"},
+		{"negative max ack pending", func(c *Config) { c.MaxAckPending = -1 }, 0, 1, "MaxAckPending is -1"},
+		{"negative fetch", func(c *Config) { c.Fetch = -1 }, 0, 1, "Fetch is -1"},
+		{"huge fetch", func(c *Config) { c.Fetch = 1 << 20 }, 0, 1, "Fetch is 1048576"},
+		{"negative backoff", func(c *Config) { c.Backoff = []time.Duration{time.Second, -1} }, 0, 1, "Backoff[1] is -1ns"},
+		{"no tasks", func(*Config) {}, 0, 0, "tasks is 0"},
+		{"task out of range", func(*Config) {}, 2, 2, "task is 2"},
+		{"unknown stream", func(c *Config) { c.Stream = "NONE" }, 0, 1, "stream NONE"},
+		{"no server", func(c *Config) {
 			c.URL = "nats://127.0.0.1:1"
 			c.Options = []nats.Option{nats.Timeout(time.Second)}
 		}, 0, 1, "connecting to nats://127.0.0.1:1"},
@@ -603,7 +604,7 @@ func TestJetStreamConfigErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := good
 			tc.edit(&cfg)
-			src, err := JetStream(cfg)(tc.task, tc.tasks)
+			src, err := New(cfg)(tc.task, tc.tasks)
 			if err == nil {
 				src.Close()
 				t.Fatalf("no error, want one with %q", tc.want)
@@ -616,7 +617,7 @@ func TestJetStreamConfigErrors(t *testing.T) {
 }
 
 // TestJetStreamBackoffDefaults: the list's last delay repeats; no list
-// means DefaultJetStreamBackoff.
+// means DefaultBackoff.
 func TestJetStreamBackoffDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		list []time.Duration
@@ -626,7 +627,7 @@ func TestJetStreamBackoffDefaults(t *testing.T) {
 		{[]time.Duration{}, "[0s 0s 0s 0s]"},
 		{[]time.Duration{time.Millisecond, 2 * time.Millisecond}, "[1ms 2ms 2ms 2ms]"},
 	} {
-		f := JetStreamConfig{Backoff: tc.list}.withDefaults().BackoffFunc
+		f := Config{Backoff: tc.list}.withDefaults().BackoffFunc
 		if got := fmt.Sprint([]time.Duration{f(0), f(1), f(2), f(9)}); got != tc.want {
 			t.Errorf("Backoff %v: delays %s, want %s", tc.list, got, tc.want)
 		}
@@ -646,7 +647,7 @@ func BenchmarkJetStreamSource(b *testing.B) {
 	src := openJS(b, s.config(), 0, 1)
 	defer src.Close()
 	b.ResetTimer()
-	benchDrain(b, src, b.N)
+	testserver.Drain(b, src, b.N)
 }
 
 // The backlog counts the consumer's messages still to come: all of them
@@ -659,7 +660,7 @@ func TestJetStreamBacklog(t *testing.T) {
 	s.publish(t, numberedPayloads(50)...)
 	src := openJS(t, s.config(), 0, 1)
 	defer src.Close()
-	var _ Backlogger = src
+	var _ source.Backlogger = src
 	r, err := nextRoot(t, src, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)

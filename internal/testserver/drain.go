@@ -1,21 +1,23 @@
-package source
+package testserver
 
 import (
 	"errors"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/acktor/acktor/source"
 )
 
-// benchDrain reads src to its end, Next and Done on every root, and
+// Drain reads src to its end, Next and Done on every root, and
 // reports records/s over that; it fails unless it read want roots.
-func benchDrain(b *testing.B, src Source, want int) {
+func Drain(b *testing.B, src source.Source, want int) {
 	b.Helper()
 	start := time.Now()
 	n := 0
 	for {
 		r, err := src.Next()
-		if errors.Is(err, ErrNotReady) {
+		if errors.Is(err, source.ErrNotReady) {
 			time.Sleep(50 * time.Microsecond)
 			continue
 		}

@@ -82,7 +82,7 @@ func Generator(cfg GeneratorConfig) (Factory, error) {
 	}
 	table := newZipfTable(cfg.Skew, uint64(cfg.Vocabulary), headRanks)
 	return func(task, tasks int) (Source, error) {
-		if err := checkTask(task, tasks); err != nil {
+		if err := CheckTask(task, tasks); err != nil {
 			return nil, fmt.Errorf("source: generator: %w", err)
 		}
 		return &generatorSource{

@@ -10,6 +10,7 @@ package source
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // ErrNotReady means no root is available right now; ask again later.
@@ -106,3 +107,15 @@ type Backlogger interface {
 
 // Factory opens the source of spout task `task` out of `tasks` parallel tasks.
 type Factory func(task, tasks int) (Source, error)
+
+// ErrNotUTF8 is the reason DecodeUTF8 gives.
+var ErrNotUTF8 = errors.New("payload is not valid UTF-8")
+
+// DecodeUTF8 is the connectors' default decoder of a record: its bytes as
+// they are, if they are valid UTF-8.
+func DecodeUTF8(data []byte) (string, error) {
+	if !utf8.Valid(data) {
+		return "", ErrNotUTF8
+	}
+	return string(data), nil
+}

@@ -63,15 +63,16 @@ func File(path string) Factory {
 // that tests can exercise over-long lines without writing 16 MiB ones.
 func fileFactory(path string, maxLine int) Factory {
 	return func(task, tasks int) (Source, error) {
-		if err := checkTask(task, tasks); err != nil {
+		if err := CheckTask(task, tasks); err != nil {
 			return nil, fmt.Errorf("source: file %s: %w", path, err)
 		}
 		return openFile(path, task, tasks, maxLine)
 	}
 }
 
-// checkTask validates the task numbers a Factory receives.
-func checkTask(task, tasks int) error {
+// CheckTask validates the task numbers a Factory receives, for the
+// connectors in packages of their own as for the sources here.
+func CheckTask(task, tasks int) error {
 	if tasks < 1 {
 		return fmt.Errorf("tasks is %d, want at least 1", tasks)
 	}

@@ -1,4 +1,4 @@
-package source
+package jetstream
 
 import (
 	"context"
@@ -11,35 +11,36 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/acktor/acktor/source"
 )
 
-// Defaults of JetStreamConfig.
+// Defaults of Config.
 const (
-	// DefaultJetStreamAckWait is the consumer's ack wait when
-	// JetStreamConfig.AckWait is 0.
-	DefaultJetStreamAckWait = 30 * time.Second
-	// DefaultJetStreamMaxAckPending is the consumer's max ack pending when
-	// JetStreamConfig.MaxAckPending is 0.
-	DefaultJetStreamMaxAckPending = 4096
-	// DefaultJetStreamFetch is JetStreamConfig.Fetch when it is 0.
-	DefaultJetStreamFetch = 256
+	// DefaultAckWait is the consumer's ack wait when
+	// Config.AckWait is 0.
+	DefaultAckWait = 30 * time.Second
+	// DefaultMaxAckPending is the consumer's max ack pending when
+	// Config.MaxAckPending is 0.
+	DefaultMaxAckPending = 4096
+	// DefaultFetch is Config.Fetch when it is 0.
+	DefaultFetch = 256
 )
 
-// MinJetStreamAckWait is the shortest JetStreamConfig.AckWait accepted: the
+// MinAckWait is the shortest Config.AckWait accepted: the
 // source looks at its held messages every AckWait/5.
-const MinJetStreamAckWait = 50 * time.Millisecond
+const MinAckWait = 50 * time.Millisecond
 
-// maxJetStreamFetch bounds JetStreamConfig.Fetch.
+// maxJetStreamFetch bounds Config.Fetch.
 const maxJetStreamFetch = 1 << 16
 
-// DefaultJetStreamBackoff is the delay before a failed root comes back, by
-// the attempt that failed, when JetStreamConfig sets no backoff; the last
+// DefaultBackoff is the delay before a failed root comes back, by
+// the attempt that failed, when Config sets no backoff; the last
 // delay repeats.
-var DefaultJetStreamBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
+var DefaultBackoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second}
 
 // jetStreamReadAhead is how many times Fetch messages a source reads ahead
 // of its spout.
@@ -55,9 +56,9 @@ const (
 	jetStreamMaxPause     = 2 * time.Second       // between attempts after errors
 )
 
-// JetStreamConfig describes a JetStream source: a stream and the durable pull
+// Config describes a JetStream source: a stream and the durable pull
 // consumer all spout tasks share. URL, Stream and Consumer are required.
-type JetStreamConfig struct {
+type Config struct {
 	// URL is the NATS server URL, or a comma-separated list of them.
 	URL string
 	// Stream is the name of the stream to read; it must exist.
@@ -70,19 +71,19 @@ type JetStreamConfig struct {
 	// Subject, if set, is the consumer's filter subject.
 	Subject string
 	// AckWait is how long the server waits for the ack of a delivered
-	// message before it delivers it again; 0 means DefaultJetStreamAckWait,
-	// otherwise at least MinJetStreamAckWait. The source sends "in progress"
+	// message before it delivers it again; 0 means DefaultAckWait,
+	// otherwise at least MinAckWait. The source sends "in progress"
 	// for messages it holds longer than AckWait/2, so long trees are not
 	// redelivered while they run.
 	AckWait time.Duration
 	// MaxAckPending bounds the messages delivered to all tasks and not yet
-	// acked (0 means DefaultJetStreamMaxAckPending), and so the memory of the
+	// acked (0 means DefaultMaxAckPending), and so the memory of the
 	// sources. Give it at least tasks × (the spout's MaxPending + 3×Fetch), or
 	// tasks wait for each other.
 	MaxAckPending int
 	// Backoff is the delay before a failed root is delivered again, indexed
 	// by the attempt that failed (0 for the first delivery); the last delay
-	// repeats. Nil means DefaultJetStreamBackoff; entries must not be
+	// repeats. Nil means DefaultBackoff; entries must not be
 	// negative. BackoffFunc, if set, is used instead.
 	Backoff []time.Duration
 	// BackoffFunc returns the delay before a root whose attempt failed is
@@ -100,7 +101,7 @@ type JetStreamConfig struct {
 	// never ends.
 	StopAtEnd bool
 	// Fetch is how many messages the client library asks for ahead, from 1
-	// to 65536; 0 means DefaultJetStreamFetch. A task reads up to 2×Fetch
+	// to 65536; 0 means DefaultFetch. A task reads up to 2×Fetch
 	// messages ahead of its spout (3×Fetch for a moment when it pauses).
 	Fetch int
 	// Options are extra options of the connection (credentials, TLS, ...).
@@ -109,7 +110,7 @@ type JetStreamConfig struct {
 }
 
 // validate reports the first invalid field of c.
-func (c JetStreamConfig) validate() error {
+func (c Config) validate() error {
 	switch {
 	case c.URL == "":
 		return errors.New("URL is empty")
@@ -121,8 +122,8 @@ func (c JetStreamConfig) validate() error {
 		return errors.New("Consumer is empty")
 	case strings.ContainsAny(c.Consumer, ". *>\t\r\n"):
 		return fmt.Errorf("Consumer is %q, want a name without '.', '*', '>' or whitespace", c.Consumer)
-	case c.AckWait < 0 || (c.AckWait > 0 && c.AckWait < MinJetStreamAckWait):
-		return fmt.Errorf("AckWait is %v, want 0 or >= %v", c.AckWait, MinJetStreamAckWait)
+	case c.AckWait < 0 || (c.AckWait > 0 && c.AckWait < MinAckWait):
+		return fmt.Errorf("AckWait is %v, want 0 or >= %v", c.AckWait, MinAckWait)
 	case c.MaxAckPending < 0:
 		return fmt.Errorf("MaxAckPending is %d, want >= 0", c.MaxAckPending)
 	case c.Fetch < 0 || c.Fetch > maxJetStreamFetch:
@@ -137,20 +138,20 @@ func (c JetStreamConfig) validate() error {
 }
 
 // withDefaults fills the zero fields of a valid c.
-func (c JetStreamConfig) withDefaults() JetStreamConfig {
+func (c Config) withDefaults() Config {
 	if c.AckWait == 0 {
-		c.AckWait = DefaultJetStreamAckWait
+		c.AckWait = DefaultAckWait
 	}
 	if c.MaxAckPending == 0 {
-		c.MaxAckPending = DefaultJetStreamMaxAckPending
+		c.MaxAckPending = DefaultMaxAckPending
 	}
 	if c.Fetch == 0 {
-		c.Fetch = DefaultJetStreamFetch
+		c.Fetch = DefaultFetch
 	}
 	if c.BackoffFunc == nil {
 		delays := c.Backoff
 		if delays == nil {
-			delays = DefaultJetStreamBackoff
+			delays = DefaultBackoff
 		}
 		delays = append([]time.Duration(nil), delays...)
 		c.BackoffFunc = func(attempt int32) time.Duration {
@@ -161,19 +162,9 @@ func (c JetStreamConfig) withDefaults() JetStreamConfig {
 		}
 	}
 	if c.Decode == nil {
-		c.Decode = decodeUTF8
+		c.Decode = source.DecodeUTF8
 	}
 	return c
-}
-
-// errNotUTF8 is the reason the default decoder gives.
-var errNotUTF8 = errors.New("payload is not valid UTF-8")
-
-func decodeUTF8(data []byte) (string, error) {
-	if !utf8.Valid(data) {
-		return "", errNotUTF8
-	}
-	return string(data), nil
 }
 
 // JetStream returns a Factory for a NATS JetStream stream read through the
@@ -214,10 +205,10 @@ func decodeUTF8(data []byte) (string, error) {
 // sends the acks still buffered and closes the connection. Messages handed
 // out and not yet Done are left to the server, which delivers them again
 // after AckWait, as after a crash.
-func JetStream(cfg JetStreamConfig) Factory {
-	return func(task, tasks int) (Source, error) {
+func New(cfg Config) source.Factory {
+	return func(task, tasks int) (source.Source, error) {
 		name := cfg.Stream + "/" + cfg.Consumer
-		if err := checkTask(task, tasks); err != nil {
+		if err := source.CheckTask(task, tasks); err != nil {
 			return nil, fmt.Errorf("source: jetstream %s: %w", name, err)
 		}
 		if err := cfg.validate(); err != nil {
@@ -237,8 +228,8 @@ type jsHeld struct {
 
 // jsItem is a fetched message waiting for Next.
 type jsItem struct {
-	root Root
-	bad  *BadRecord
+	root source.Root
+	bad  *source.BadRecord
 }
 
 // errAtEnd stops consuming when StopAtEnd found the end.
@@ -250,7 +241,7 @@ var errNoMetadata = errors.New("message without JetStream metadata")
 
 // jetStreamSource is the Source of one task of JetStream.
 type jetStreamSource struct {
-	cfg    JetStreamConfig
+	cfg    Config
 	name   string // stream/consumer, for errors
 	nc     *nats.Conn
 	cons   jetstream.Consumer
@@ -277,7 +268,7 @@ type jetStreamSource struct {
 	closed bool // set by Close; Next, Done, ... run on the spout's goroutine
 }
 
-func openJetStream(cfg JetStreamConfig, name string, task, tasks int) (*jetStreamSource, error) {
+func openJetStream(cfg Config, name string, task, tasks int) (*jetStreamSource, error) {
 	opts := append([]nats.Option{nats.Name(fmt.Sprintf("acktor jetstream %s task %d/%d", name, task, tasks))}, cfg.Options...)
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
@@ -291,7 +282,7 @@ func openJetStream(cfg JetStreamConfig, name string, task, tasks int) (*jetStrea
 	return s, nil
 }
 
-func newJetStreamSource(cfg JetStreamConfig, name string, nc *nats.Conn) (*jetStreamSource, error) {
+func newJetStreamSource(cfg Config, name string, nc *nats.Conn) (*jetStreamSource, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -487,11 +478,11 @@ func (s *jetStreamSource) accept(m jetstream.Msg) error {
 	}
 	seq := md.Sequence.Stream
 	h := &jsHeld{msg: m, touched: time.Since(s.epoch)}
-	it := jsItem{root: Root{ID: seq, Time: md.Timestamp.UnixNano(),
+	it := jsItem{root: source.Root{ID: seq, Time: md.Timestamp.UnixNano(),
 		Attempt: int32(min(md.NumDelivered-1, math.MaxInt32))}}
 	if payload, err := s.decode(m.Data()); err != nil {
 		h.payload, h.dead = string(m.Data()), true
-		it.bad = &BadRecord{ID: seq, Payload: h.payload,
+		it.bad = &source.BadRecord{ID: seq, Payload: h.payload,
 			Reason: fmt.Sprintf("stream %s sequence %d: %v", md.Stream, seq, err)}
 	} else {
 		h.payload, it.root.Payload = payload, payload
@@ -578,14 +569,14 @@ func (s *jetStreamSource) keepInProgress() {
 
 // Next returns the next fetched message without blocking, or ErrNotReady if
 // none is there yet.
-func (s *jetStreamSource) Next() (Root, error) {
+func (s *jetStreamSource) Next() (source.Root, error) {
 	if s.closed {
-		return Root{}, fmt.Errorf("source: jetstream %s: %w", s.name, os.ErrClosed)
+		return source.Root{}, fmt.Errorf("source: jetstream %s: %w", s.name, os.ErrClosed)
 	}
 	select {
 	case it, ok := <-s.ready:
 		if !ok {
-			return Root{}, s.end()
+			return source.Root{}, s.end()
 		}
 		s.mu.Lock()
 		s.inHand--
@@ -597,11 +588,11 @@ func (s *jetStreamSource) Next() (Root, error) {
 			}
 		}
 		if it.bad != nil {
-			return Root{}, it.bad
+			return source.Root{}, it.bad
 		}
 		return it.root, nil
 	default:
-		return Root{}, ErrNotReady
+		return source.Root{}, source.ErrNotReady
 	}
 }
 
@@ -632,7 +623,7 @@ func (s *jetStreamSource) Replay(id uint64) (string, error) {
 	defer s.mu.Unlock()
 	h, ok := s.held[id]
 	if !ok {
-		return "", fmt.Errorf("source: jetstream %s: sequence %d is not held: %w", s.name, id, ErrUnknownRoot)
+		return "", fmt.Errorf("source: jetstream %s: sequence %d is not held: %w", s.name, id, source.ErrUnknownRoot)
 	}
 	h.dead = true
 	return h.payload, nil
@@ -658,7 +649,7 @@ func (s *jetStreamSource) Done(id uint64) {
 func (s *jetStreamSource) Redeliver(id uint64, attempt int32) error {
 	h, ok := s.take(id)
 	if !ok {
-		return fmt.Errorf("source: jetstream %s: redeliver sequence %d: %w", s.name, id, ErrUnknownRoot)
+		return fmt.Errorf("source: jetstream %s: redeliver sequence %d: %w", s.name, id, source.ErrUnknownRoot)
 	}
 	if err := h.msg.NakWithDelay(max(s.cfg.BackoffFunc(attempt), 0)); err != nil {
 		return fmt.Errorf("source: jetstream %s: nak of sequence %d: %w", s.name, id, err)
@@ -681,7 +672,7 @@ func (s *jetStreamSource) Total() int64 { return -1 }
 // GlobalIDs: a stream sequence names one message for every task of the consumer, and a Nak or an ack wait hands it to any of them.
 func (s *jetStreamSource) GlobalIDs() {}
 
-var _ GlobalIDs = (*jetStreamSource)(nil)
+var _ source.GlobalIDs = (*jetStreamSource)(nil)
 
 // Close stops the goroutines, naks the messages fetched but not handed out,
 // flushes the acks and closes the connection. Calling it again does nothing.

@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/acktor/acktor/actors/source/wal"
+	"github.com/acktor/acktor/wal"
 )
 
 // checkLeaks checks for goroutines left when the test and its cleanups

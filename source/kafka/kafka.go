@@ -1,4 +1,4 @@
-package source
+package kafka
 
 import (
 	"context"
@@ -15,16 +15,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/acktor/acktor/source"
 )
 
-// Defaults and bounds of KafkaConfig.
+// Defaults and bounds of Config.
 const (
-	// DefaultKafkaMaxBuffered is KafkaConfig.MaxBuffered when it is 0.
-	DefaultKafkaMaxBuffered = 8192
-	// DefaultKafkaMaxUncommitted is KafkaConfig.MaxUncommitted when it is 0.
-	DefaultKafkaMaxUncommitted = 1 << 16
-	// DefaultKafkaCommitInterval is KafkaConfig.CommitInterval when it is 0.
-	DefaultKafkaCommitInterval = time.Second
+	// DefaultMaxBuffered is Config.MaxBuffered when it is 0.
+	DefaultMaxBuffered = 8192
+	// DefaultMaxUncommitted is Config.MaxUncommitted when it is 0.
+	DefaultMaxUncommitted = 1 << 16
+	// DefaultCommitInterval is Config.CommitInterval when it is 0.
+	DefaultCommitInterval = time.Second
 
 	maxKafkaBuffered    = 1 << 20
 	maxKafkaUncommitted = 1 << 24
@@ -35,24 +37,24 @@ const (
 // bits above it name the topic and partition.
 const kafkaOffsetBits = 48
 
-// MaxKafkaOffset is the largest record offset a Kafka source can hand out:
+// MaxOffset is the largest record offset a Kafka source can hand out:
 // a larger one does not fit a root's ID and is an error.
-const MaxKafkaOffset = 1<<kafkaOffsetBits - 1
+const MaxOffset = 1<<kafkaOffsetBits - 1
 
-// ErrKafkaCommit is wrapped by the error of every failed offset commit of a
+// ErrCommit is wrapped by the error of every failed offset commit of a
 // Kafka source, as OnError receives it (and Close returns its own), so that
 // a caller can tell commits that did not land, which keep the group's
 // offsets where they were, from the fetch errors the client retries.
-var ErrKafkaCommit = errors.New("offset commit failed")
+var ErrCommit = errors.New("offset commit failed")
 
 // kafkaTimeout bounds the requests of opening a Kafka source (the topic
 // check, the end offsets of StopAtEnd) and of each offset commit.
 const kafkaTimeout = 10 * time.Second
 
-// KafkaConfig describes a Kafka source: the topics a consumer group reads.
+// Config describes a Kafka source: the topics a consumer group reads.
 // Brokers, Topics and Group must be set; the zero value of every other field
 // means its default.
-type KafkaConfig struct {
+type Config struct {
 	// Brokers are the seed brokers, "host:port".
 	Brokers []string
 	// Topics are the topics to consume, 1 to 256 distinct names, each of
@@ -69,7 +71,7 @@ type KafkaConfig struct {
 	Decode func(rec *kgo.Record) (string, error)
 	// MaxBuffered bounds the records fetched from Kafka and not yet handed
 	// out by Next, over all partitions of a task: 0 means
-	// DefaultKafkaMaxBuffered, at most 1048576. (The client also holds up to
+	// DefaultMaxBuffered, at most 1048576. (The client also holds up to
 	// one fetch response per broker; bound its size with kgo.FetchMaxBytes
 	// in Opts.)
 	MaxBuffered int
@@ -77,11 +79,11 @@ type KafkaConfig struct {
 	// between the first unfinished one and the last handed out: once it is
 	// reached the partition is paused (no more fetches) until the first
 	// unfinished records finish, while the other partitions go on. 0 means
-	// DefaultKafkaMaxUncommitted, at most 16777216.
+	// DefaultMaxUncommitted, at most 16777216.
 	MaxUncommitted int
 	// CommitInterval is how often each task commits the offsets its
 	// finished roots allow; it also commits when a partition is revoked and
-	// on Close. 0 means DefaultKafkaCommitInterval; otherwise it must be at
+	// on Close. 0 means DefaultCommitInterval; otherwise it must be at
 	// least 1ms.
 	CommitInterval time.Duration
 	// StopAtEnd makes Next return io.EOF once the member joined the group
@@ -108,7 +110,7 @@ type KafkaConfig struct {
 	// not block. Errors the source cannot recover from are returned by Next
 	// instead.
 	//
-	// A commit error wraps ErrKafkaCommit and the broker's error, and names
+	// A commit error wraps ErrCommit and the broker's error, and names
 	// the group, the partitions with the offsets that were not stored, and
 	// what committed: "periodic" (the next tick tries again), "revoke" (the
 	// partitions' new owners re-read from the offsets committed before) or
@@ -120,7 +122,7 @@ type KafkaConfig struct {
 }
 
 // Validate reports the first invalid field of c.
-func (c KafkaConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case len(c.Brokers) == 0:
 		return errors.New("source: kafka: Brokers is empty, want at least one host:port")
@@ -131,11 +133,11 @@ func (c KafkaConfig) Validate() error {
 	case c.Group == "":
 		return errors.New("source: kafka: Group is empty")
 	case c.MaxBuffered < 0 || c.MaxBuffered > maxKafkaBuffered:
-		return fmt.Errorf("source: kafka: MaxBuffered is %d, want 0 (default %d) to %d", c.MaxBuffered, DefaultKafkaMaxBuffered, maxKafkaBuffered)
+		return fmt.Errorf("source: kafka: MaxBuffered is %d, want 0 (default %d) to %d", c.MaxBuffered, DefaultMaxBuffered, maxKafkaBuffered)
 	case c.MaxUncommitted < 0 || c.MaxUncommitted > maxKafkaUncommitted:
-		return fmt.Errorf("source: kafka: MaxUncommitted is %d, want 0 (default %d) to %d", c.MaxUncommitted, DefaultKafkaMaxUncommitted, maxKafkaUncommitted)
+		return fmt.Errorf("source: kafka: MaxUncommitted is %d, want 0 (default %d) to %d", c.MaxUncommitted, DefaultMaxUncommitted, maxKafkaUncommitted)
 	case c.CommitInterval < 0 || (c.CommitInterval > 0 && c.CommitInterval < time.Millisecond):
-		return fmt.Errorf("source: kafka: CommitInterval is %v, want 0 (default %v) or at least 1ms", c.CommitInterval, DefaultKafkaCommitInterval)
+		return fmt.Errorf("source: kafka: CommitInterval is %v, want 0 (default %v) or at least 1ms", c.CommitInterval, DefaultCommitInterval)
 	}
 	for i, b := range c.Brokers {
 		if b == "" {
@@ -159,15 +161,15 @@ func (c KafkaConfig) Validate() error {
 }
 
 // withDefaults fills the zero fields and copies the slices.
-func (c KafkaConfig) withDefaults() KafkaConfig {
+func (c Config) withDefaults() Config {
 	if c.MaxBuffered == 0 {
-		c.MaxBuffered = DefaultKafkaMaxBuffered
+		c.MaxBuffered = DefaultMaxBuffered
 	}
 	if c.MaxUncommitted == 0 {
-		c.MaxUncommitted = DefaultKafkaMaxUncommitted
+		c.MaxUncommitted = DefaultMaxUncommitted
 	}
 	if c.CommitInterval == 0 {
-		c.CommitInterval = DefaultKafkaCommitInterval
+		c.CommitInterval = DefaultCommitInterval
 	}
 	c.Brokers = slices.Clone(c.Brokers)
 	c.Topics = slices.Clone(c.Topics)
@@ -185,7 +187,7 @@ func (c KafkaConfig) withDefaults() KafkaConfig {
 // offset in the low 48: with n topics, the topic's index in cfg.Topics takes
 // the top ceil(log2(n)) bits and the partition the rest, so one topic may
 // have up to 65536 partitions, two 32768 each, and so on. A partition or
-// offset (above MaxKafkaOffset) that does not fit is an error of Next.
+// offset (above MaxOffset) that does not fit is an error of Next.
 // Root.Time is the record's timestamp.
 //
 // Offsets are committed for finished roots only: the committed offset of a
@@ -206,10 +208,10 @@ func (c KafkaConfig) withDefaults() KafkaConfig {
 // Replay of one of them returns an error wrapping ErrReleased (the new owner
 // reads it again from the committed offset) and Done ignores it. Total is
 // -1. Close commits, leaves the group and stops the goroutines.
-func Kafka(cfg KafkaConfig) Factory {
+func New(cfg Config) source.Factory {
 	cfg = cfg.withDefaults()
-	return func(task, tasks int) (Source, error) {
-		if err := checkTask(task, tasks); err != nil {
+	return func(task, tasks int) (source.Source, error) {
+		if err := source.CheckTask(task, tasks); err != nil {
 			return nil, fmt.Errorf("source: kafka: %w", err)
 		}
 		if err := cfg.Validate(); err != nil {
@@ -282,7 +284,7 @@ type kafkaFetched struct {
 
 // kafkaSource is the Source of one task of Kafka.
 type kafkaSource struct {
-	cfg      KafkaConfig
+	cfg      Config
 	decode   func(*kgo.Record) (string, error)
 	partBits uint // bits of the partition in a slot
 	cl       *kgo.Client
@@ -309,7 +311,7 @@ type kafkaSource struct {
 	abandon     bool // tests: commit nothing, as if the process had died
 }
 
-func openKafka(cfg KafkaConfig, task int) (*kafkaSource, error) {
+func openKafka(cfg Config, task int) (*kafkaSource, error) {
 	s := &kafkaSource{
 		cfg:      cfg,
 		decode:   cfg.Decode,
@@ -359,7 +361,7 @@ func openKafka(cfg KafkaConfig, task int) (*kafkaSource, error) {
 }
 
 // kafkaDecodeUTF8 is the default Decode: the value, if it is valid UTF-8.
-func kafkaDecodeUTF8(rec *kgo.Record) (string, error) { return decodeUTF8(rec.Value) }
+func kafkaDecodeUTF8(rec *kgo.Record) (string, error) { return source.DecodeUTF8(rec.Value) }
 
 // checkTopics makes sure every topic exists and its partitions fit the
 // roots' IDs, and with StopAtEnd reads the partitions' start and end
@@ -497,7 +499,7 @@ func (s *kafkaSource) slotOf(topic string, partition int32) (uint64, bool) {
 
 // where names the topic, partition and offset of a root ID.
 func (s *kafkaSource) where(id uint64) string {
-	slot, off := id>>kafkaOffsetBits, id&MaxKafkaOffset
+	slot, off := id>>kafkaOffsetBits, id&MaxOffset
 	t, p := slot>>s.partBits, slot&(1<<s.partBits-1)
 	if t >= uint64(len(s.cfg.Topics)) {
 		return fmt.Sprintf("root %d (no topic %d)", id, t)
@@ -824,7 +826,7 @@ type kafkaCommitFailure struct {
 }
 
 // kafkaCommitError is the error of a commit that did not store the offsets
-// of some partitions. It wraps ErrKafkaCommit and the causes, so that
+// of some partitions. It wraps ErrCommit and the causes, so that
 // errors.Is finds both it and the broker's error (a *kerr.Error).
 type kafkaCommitError struct {
 	msg    string
@@ -834,7 +836,7 @@ type kafkaCommitError struct {
 func (e *kafkaCommitError) Error() string { return e.msg }
 
 func (e *kafkaCommitError) Unwrap() []error {
-	errs := []error{ErrKafkaCommit}
+	errs := []error{ErrCommit}
 	for _, f := range e.failed {
 		errs = append(errs, f.err)
 	}
@@ -922,14 +924,14 @@ func (s *kafkaSource) commitOffsets(ctx context.Context, trigger string, offsets
 // Next hands out the next buffered record, ErrNotReady if there is none,
 // io.EOF with StopAtEnd once the assigned partitions were read to their end,
 // or the error that stopped the source.
-func (s *kafkaSource) Next() (Root, error) {
+func (s *kafkaSource) Next() (source.Root, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return Root{}, fmt.Errorf("source: kafka: %w", os.ErrClosed)
+		return source.Root{}, fmt.Errorf("source: kafka: %w", os.ErrClosed)
 	}
 	if s.err != nil {
-		return Root{}, s.err
+		return source.Root{}, s.err
 	}
 	for s.fhead < len(s.fetched) {
 		f := s.fetched[s.fhead]
@@ -942,10 +944,10 @@ func (s *kafkaSource) Next() (Root, error) {
 			continue
 		case s.cfg.StopAtEnd && rec.Offset >= p.end: // left for a later run
 			continue
-		case rec.Offset > MaxKafkaOffset:
+		case rec.Offset > MaxOffset:
 			s.err = fmt.Errorf("source: kafka: %s/%d offset %d does not fit a root ID (at most %d)",
-				rec.Topic, rec.Partition, rec.Offset, MaxKafkaOffset)
-			return Root{}, s.err
+				rec.Topic, rec.Partition, rec.Offset, MaxOffset)
+			return source.Root{}, s.err
 		}
 		id := p.slot | uint64(rec.Offset)
 		payload, err := s.decode(rec)
@@ -958,10 +960,10 @@ func (s *kafkaSource) Next() (Root, error) {
 		s.setPaused(p)
 		if err != nil {
 			p.recs[len(p.recs)-1].payload = ""
-			return Root{}, &BadRecord{ID: id, Payload: string(rec.Value),
+			return source.Root{}, &source.BadRecord{ID: id, Payload: string(rec.Value),
 				Reason: fmt.Sprintf("kafka %s/%d offset %d: %v", rec.Topic, rec.Partition, rec.Offset, err)}
 		}
-		r := Root{ID: id, Payload: payload}
+		r := source.Root{ID: id, Payload: payload}
 		if ts := rec.Timestamp.UnixNano(); !rec.Timestamp.IsZero() && ts > 0 {
 			r.Time = ts
 		}
@@ -974,10 +976,10 @@ func (s *kafkaSource) Next() (Root, error) {
 			end = end && p.atEnd
 		}
 		if end {
-			return Root{}, io.EOF
+			return source.Root{}, io.EOF
 		}
 	}
-	return Root{}, ErrNotReady
+	return source.Root{}, source.ErrNotReady
 }
 
 // updateAtEnd notes, with StopAtEnd, whether p was read to its end. mu is
@@ -1035,15 +1037,15 @@ func (s *kafkaSource) Replay(id uint64) (string, error) {
 		return "", fmt.Errorf("source: kafka: %w", os.ErrClosed)
 	}
 	p := s.parts[id>>kafkaOffsetBits]
-	off := int64(id & MaxKafkaOffset)
+	off := int64(id & MaxOffset)
 	switch {
 	case p == nil && id>>kafkaOffsetBits>>s.partBits >= uint64(len(s.cfg.Topics)):
-		return "", fmt.Errorf("source: kafka: %s: %w", s.where(id), ErrUnknownRoot)
+		return "", fmt.Errorf("source: kafka: %s: %w", s.where(id), source.ErrUnknownRoot)
 	case p == nil:
-		return "", fmt.Errorf("source: kafka: %s: partition not assigned to this member: %w", s.where(id), ErrReleased)
+		return "", fmt.Errorf("source: kafka: %s: partition not assigned to this member: %w", s.where(id), source.ErrReleased)
 	case off > p.last:
 		return "", fmt.Errorf("source: kafka: %s: not handed out by this member; it comes again from the committed offset: %w",
-			s.where(id), ErrReleased)
+			s.where(id), source.ErrReleased)
 	}
 	i, ok := p.find(off)
 	switch {
@@ -1052,9 +1054,9 @@ func (s *kafkaSource) Replay(id uint64) (string, error) {
 		// delivery of the same offset (a partition that came back to this
 		// member hands its uncommitted records out again under the same
 		// ids). Either way there is nothing to replay, and no dead letter.
-		return "", fmt.Errorf("source: kafka: %s: already finished: %w", s.where(id), ErrReleased)
+		return "", fmt.Errorf("source: kafka: %s: already finished: %w", s.where(id), source.ErrReleased)
 	case p.recs[i].bad:
-		return "", fmt.Errorf("source: kafka: %s: a bad record: %w", s.where(id), ErrUnknownRoot)
+		return "", fmt.Errorf("source: kafka: %s: a bad record: %w", s.where(id), source.ErrUnknownRoot)
 	}
 	return p.recs[i].payload, nil
 }
@@ -1068,7 +1070,7 @@ func (s *kafkaSource) Done(id uint64) {
 	if p == nil {
 		return
 	}
-	i, ok := p.find(int64(id & MaxKafkaOffset))
+	i, ok := p.find(int64(id & MaxOffset))
 	if !ok || p.recs[i].done {
 		return
 	}
@@ -1098,7 +1100,7 @@ func (s *kafkaSource) Total() int64 { return -1 }
 // GlobalIDs: a topic, partition and offset name one record for every member of the group, and a rebalance moves a partition to another task.
 func (s *kafkaSource) GlobalIDs() {}
 
-var _ GlobalIDs = (*kafkaSource)(nil)
+var _ source.GlobalIDs = (*kafkaSource)(nil)
 
 // Close stops polling, commits the finished prefixes, leaves the group and
 // waits for the source's goroutines. It returns the error of its commit,
