@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/acktor/acktor/cluster/grain"
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/tracker"
 	"github.com/acktor/acktor/tracker/ledger"
@@ -94,7 +95,7 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 	case *cluster.ClusterInit:
 		a.init(ctx, m)
 	case *messages.AckerSet: // the check above acted on it
-	case *Moved:
+	case *grain.Moved:
 		a.move(ctx, m)
 		return
 	case *messages.Handover:
@@ -185,7 +186,7 @@ func (a *ackerTask) rotate() {
 
 // move hands every record to the acker's activation on its new member,
 // then passes on what still reaches it here.
-func (a *ackerTask) move(ctx actor.Context, m *Moved) {
+func (a *ackerTask) move(ctx actor.Context, m *grain.Moved) {
 	if a.l == nil {
 		if m.Done != nil {
 			m.Done()

@@ -6,23 +6,14 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/acktor/acktor/cluster/grain"
 )
 
 // MoveGrace is how long a task that moved to another member keeps passing
 // on the messages that still reach it (senders look it up again once they
 // learn of the new topology, or when it stops).
 const MoveGrace = 10 * time.Second
-
-// Moved tells a task that its identity now belongs to another member: one
-// joined, or this one leaves. The task hands its state to its activation
-// there (Activate spawns it and returns its PID), passes on what still
-// reaches it for MoveGrace, then stops; Done (if not nil) is called once
-// the state is on its way. Cluster placement sends it within a member; it
-// never crosses the network.
-type Moved struct {
-	Activate func() (*actor.PID, error)
-	Done     func()
-}
 
 // stopForwarding is a moved task's timer message.
 type stopForwarding struct{}
@@ -42,7 +33,7 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 	case *stopForwarding:
 		ctx.Stop(ctx.Self())
 		return true
-	case actor.SystemMessage, actor.AutoReceiveMessage, *cluster.ClusterInit, *Moved:
+	case actor.SystemMessage, actor.AutoReceiveMessage, *cluster.ClusterInit, *grain.Moved:
 		return false
 	case *pull, *spoutTick, *rotate, *flushOut, *flushAcks:
 		// The old activation's messages to itself: the new one keeps its
@@ -56,7 +47,7 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 
 // moveTo activates the task's new home and arms the end of forwarding; nil
 // when the activation failed (the task then stays and keeps working).
-func moveTo(ctx actor.Context, m *Moved, what string, log interface{ Errorf(string, ...any) }) *forwarder {
+func moveTo(ctx actor.Context, m *grain.Moved, what string, log interface{ Errorf(string, ...any) }) *forwarder {
 	to, err := m.Activate()
 	if err != nil || to == nil {
 		log.Errorf("%s: moving to another member: %v; staying", what, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/acktor/acktor/cluster/grain"
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/tracker"
 )
@@ -58,7 +59,7 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		p.drain(m)
 	case *messages.CounterQuery:
 		ctx.Respond(p.query(m))
-	case *Moved:
+	case *grain.Moved:
 		p.move(ctx, m)
 	case *messages.ProcessorState:
 		p.adopt(m)
@@ -144,7 +145,7 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 // activation on its new member and passes on what still reaches it here.
 // User state does not move: a stateful processor (a counter) starts empty
 // there, which is why counters live on members that do not leave.
-func (p *processorTask) move(ctx actor.Context, m *Moved) {
+func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 	f := moveTo(ctx, m, "processor "+p.info.Component, p.env.log)
 	if f == nil {
 		return

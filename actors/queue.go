@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The queueing model of seed 003's collection link: each stage of the
+// The queueing model of the speed-layer paper's collection link: each stage of the
 // pipeline (spout tasks, processors, ackers, counters) is c servers (its
 // task actors on a member) fed by one arrival stream of messages; with
 // Poisson arrivals at rate λ and exponential service at rate μ per server it

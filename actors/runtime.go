@@ -26,7 +26,7 @@ const (
 	KindSpout     = "spout"
 	KindProcessor = "processor"
 	KindCounter   = "counter" // the tasks of counter components
-	KindAcker     = "acker"
+	KindAcker     = tracker.AckerKind
 )
 
 // Config tunes the runtime. Zero values are not defaults: start from

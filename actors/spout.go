@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/acktor/acktor/cluster/grain"
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/tracker"
@@ -107,7 +108,7 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 			return
 		}
 		s.failed(m)
-	case *Moved:
+	case *grain.Moved:
 		s.move(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
 		if s.cancel != nil {
@@ -160,7 +161,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 // move hands the task's state to the run's reporter, which starts the
 // task's activation on its new member from it, and passes on what still
 // reaches it here.
-func (s *spoutTask) move(ctx actor.Context, m *Moved) {
+func (s *spoutTask) move(ctx actor.Context, m *grain.Moved) {
 	f := moveTo(ctx, m, fmt.Sprintf("spout %s/%d", s.info.Component, s.info.Index), s.env.log)
 	if f == nil {
 		return

@@ -12,7 +12,7 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 
-	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/cluster/grain"
 	"github.com/acktor/acktor/internal/mix"
 	"github.com/acktor/acktor/messages"
 )
@@ -21,7 +21,7 @@ import (
 // hashing of identities onto members, grains spawned by a placement actor
 // on their owner) with a better hash, and moves instead of restarts: when a
 // topology change gives a grain to another member, disthash poisons it and
-// its next call starts it afresh there; Placement sends it actors.Moved, so
+// its next call starts it afresh there; Placement sends it grain.Moved, so
 // that it hands its state to its new activation and passes on what still
 // reaches it (acktor's tasks and ackers do). Leave (Node.Leave) moves every
 // grain of a member that leaves before it goes. disthash scores a member with FNV-1a over identity+address,
@@ -78,7 +78,7 @@ func Evacuate(c *pcluster.Cluster) {
 func (p *placement) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	p.c = c
 	p.rdv.Store(&rendezvous{})
-	props := actor.PropsFromProducer(func() actor.Actor { return &placementActor{p: p, grains: map[string]grain{}} })
+	props := actor.PropsFromProducer(func() actor.Actor { return &placementActor{p: p, grains: map[string]placed{}} })
 	p.actor, _ = c.ActorSystem.Root.SpawnNamed(props, placementActorName)
 	p.gone = map[string]bool{}
 	p.sub = c.ActorSystem.EventStream.Subscribe(func(ev any) {
@@ -205,7 +205,8 @@ func fnv64(s string) uint64 {
 	return h.Sum64()
 }
 
-type grain struct {
+// placed is a grain this member activated.
+type placed struct {
 	id      *pcluster.ClusterIdentity
 	pid     *actor.PID
 	movedTo string // the member it moved to; it only passes messages on now
@@ -215,8 +216,8 @@ type grain struct {
 // topology change gives to another member.
 type placementActor struct {
 	p       *placement
-	grains  map[string]grain // by ClusterIdentity.AsKey()
-	leaving *rendezvous      // the members but this one, once it evacuates
+	grains  map[string]placed // by ClusterIdentity.AsKey()
+	leaving *rendezvous       // the members but this one, once it evacuates
 }
 
 func (a *placementActor) Receive(ctx actor.Context) {
@@ -262,7 +263,7 @@ func (a *placementActor) activate(ctx actor.Context, m *pcluster.ActivationReque
 	}
 	pid := ctx.SpawnPrefix(pcluster.WithClusterIdentity(kind.Props, m.ClusterIdentity), m.ClusterIdentity.Identity)
 	kind.Inc()
-	a.grains[key] = grain{id: m.ClusterIdentity, pid: pid}
+	a.grains[key] = placed{id: m.ClusterIdentity, pid: pid}
 	ctx.Respond(&pcluster.ActivationResponse{Pid: pid})
 }
 
@@ -293,7 +294,7 @@ func (a *placementActor) rebalance(ctx actor.Context, t *pcluster.ClusterTopolog
 }
 
 // move tells a grain that owner holds its identity now.
-func (a *placementActor) move(ctx actor.Context, key string, g grain, owner string, done func()) {
+func (a *placementActor) move(ctx actor.Context, key string, g placed, owner string, done func()) {
 	g.movedTo = owner
 	a.grains[key] = g
 	root, id := a.p.c.ActorSystem.Root, g.id
@@ -309,7 +310,7 @@ func (a *placementActor) move(ctx actor.Context, key string, g grain, owner stri
 		}
 		return r.Pid, nil
 	}
-	ctx.Send(g.pid, &actors.Moved{Activate: activate, Done: done})
+	ctx.Send(g.pid, &grain.Moved{Activate: activate, Done: done})
 }
 
 // evacuate moves every grain to the member that owns it without this one.

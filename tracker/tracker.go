@@ -34,6 +34,9 @@ const ClientTasks = 1 << 23
 // MaxAckers bounds the acker count of a topology (and of a change to it).
 const MaxAckers = 4096
 
+// AckerKind is the cluster kind of the ackers' virtual actors.
+const AckerKind = "acker"
+
 // ackerPrefix starts every acker's identity.
 const ackerPrefix = "acker/"
 

@@ -1,5 +1,5 @@
 // Package window is the speed layer's pure core: sliding ("floating")
-// windows of fixed-width panes over event time (seed 003), read at any time
+// windows of fixed-width panes over event time (the speed-layer paper), read at any time
 // for per-key counts and sums.
 //
 // A window of Size is a ring of Size/Pane panes (slots). An update lands in

@@ -28,7 +28,6 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/sirupsen/logrus"
 
-	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/cluster"
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/tracker"
@@ -119,7 +118,7 @@ func Dial(cfg cluster.Config, o Options, wait time.Duration, log *logrus.Logger)
 
 func hostsAckers(c *pcluster.Cluster) bool {
 	for _, m := range c.MemberList.Members().Members() {
-		if m.HasKind(actors.KindAcker) {
+		if m.HasKind(tracker.AckerKind) {
 			return true
 		}
 	}
@@ -280,7 +279,7 @@ func (cl *Client) send(springID uint64, m any) error {
 	pid, gen := cl.pids[n], cl.gen
 	cl.mu.Unlock()
 	if pid == nil {
-		if pid = cl.c.Get(tracker.AckerIdentity(n), actors.KindAcker); pid == nil {
+		if pid = cl.c.Get(tracker.AckerIdentity(n), tracker.AckerKind); pid == nil {
 			return fmt.Errorf("client: no member hosts %s", tracker.AckerIdentity(n))
 		}
 		cl.mu.Lock()

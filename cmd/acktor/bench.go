@@ -24,7 +24,7 @@ import (
 // defaultBenchInput is the text of the second data set of bench sketch,
 // relative to the current directory; when it is missing and --input was not
 // given, that data set is skipped.
-const defaultBenchInput = "examples/wordcount/opticks.txt"
+const defaultBenchInput = "topologies/wordcount/opticks.txt"
 
 // The Zipf stream of bench sketch: the words of wordcount --generate.
 const (

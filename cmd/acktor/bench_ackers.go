@@ -50,8 +50,8 @@ func newBenchAckers() *cobra.Command {
 	var f benchAckersFlags
 	cmd := &cobra.Command{
 		Use:   "ackers",
-		Short: "Memory and load per acker against seed 000's experiments 2 and 3 (§4.2, §4.3)",
-		Long: `Reproduces experiments 2 and 3 of seed 000 (§4.2, §4.3, figures 4(b) and
+		Short: "Memory and load per acker against the tracking paper's experiments 2 and 3 (§4.2, §4.3)",
+		Long: `Reproduces experiments 2 and 3 of the tracking paper (§4.2, §4.3, figures 4(b) and
 4(c)) with acktor's own parts: acktor-shaped springIds (task<<40 | seq, four
 spout tasks, each counting up from a start drawn from --seed, as actors/spout.go
 makes them) are placed on ackers "acker/0" … "acker/k-1", all running, by the

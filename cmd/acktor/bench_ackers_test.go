@@ -22,7 +22,7 @@ func readAckersCSV(t *testing.T, path string) []map[string]string {
 // with the spread the ring package documents for DefaultReplicas (≤ 1.10)
 // and a larger one with the paper's two points.
 //
-// Reference: seed 000 §4.2, §4.3, figures 4(b) and 4(c)
+// Reference: the tracking paper §4.2, §4.3, figures 4(b) and 4(c)
 func TestBenchAckersCSV(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.csv")
 	const roots, maxAckers = 20_000, 3

@@ -25,9 +25,9 @@ import (
 
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/cluster"
-	"github.com/acktor/acktor/examples/wordcount"
 	"github.com/acktor/acktor/gateway"
 	"github.com/acktor/acktor/source"
+	"github.com/acktor/acktor/topologies/wordcount"
 	"github.com/acktor/acktor/wal"
 )
 

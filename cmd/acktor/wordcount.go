@@ -21,8 +21,8 @@ import (
 
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/cluster"
-	"github.com/acktor/acktor/examples/wordcount"
 	"github.com/acktor/acktor/source"
+	"github.com/acktor/acktor/topologies/wordcount"
 	"github.com/acktor/acktor/window"
 )
 

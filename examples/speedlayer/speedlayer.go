@@ -1,4 +1,4 @@
-// Package speedlayer is seed 003's example as a topology: a stream of taxi
+// Package speedlayer is the speed-layer paper's example as a topology: a stream of taxi
 // orders ("zone rider fare") feeds windowed counters per zone — orders,
 // the sum of fares, distinct riders (HyperLogLog) and repeat riders
 // (Bloom) — that clients read over HTTP and watch over WebSocket.

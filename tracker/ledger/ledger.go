@@ -1,7 +1,7 @@
 // Package ledger is the acker's pure core: one compact record per root tuple
 // in flight, (springId, task, checkValue), into which every tuple id is folded
 // with XOR. A record completes when the spout's init has been seen and its
-// checkValue is back to zero (seed 000, §3.3).
+// checkValue is back to zero (the tracking paper, §3.3).
 //
 // The ledger owns no goroutine, clock or I/O. Time enters only through
 // Rotate, which the acker calls every timeout/(Generations-1): records live in

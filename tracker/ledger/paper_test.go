@@ -5,14 +5,14 @@ import (
 	"testing"
 )
 
-// Each test here checks a sentence of seed 000, cited at its end.
+// Each test here checks a sentence of the tracking paper, cited at its end.
 
 // TestPaperFigure3 walks figure 3: root 01001 emits tuples 01010 and 01011;
 // processor 1 turns 01010 into 01100, processor 2 turns 01011 into 01101, and
 // processor 3 consumes 01100 and 01101. checkValue goes 00001, 00111, 00001,
 // 00000 (the paper prints the intermediate values).
 //
-// Reference: seed 000 §3.3, figure 3 (a)–(d).
+// Reference: the tracking paper §3.3, figure 3 (a)–(d).
 func TestPaperFigure3(t *testing.T) {
 	const spring, task = 0b01001, 3
 	l := New(Config{Generations: 2})
@@ -49,14 +49,14 @@ func TestPaperFigure3(t *testing.T) {
 	if l.Len() != 0 {
 		t.Fatal("the finished record was not removed from memory")
 	}
-	// Reference: seed 000 §3.3, figure 3.
+	// Reference: the tracking paper §3.3, figure 3.
 }
 
 // TestPaperNonZeroMeansFailure: a tree with an unprocessed tuple keeps a
 // non-zero checkValue and the spring's task is told to resend it when the
 // record times out.
 //
-// Reference: seed 000 §3.3 ("if a tuple is lost ... the result is not 0, and
+// Reference: the tracking paper §3.3 ("if a tuple is lost ... the result is not 0, and
 // the task in the record is told to resend the root").
 func TestPaperNonZeroMeansFailure(t *testing.T) {
 	l := New(Config{Generations: 2})
@@ -69,14 +69,14 @@ func TestPaperNonZeroMeansFailure(t *testing.T) {
 	if len(told) != 1 || told[0] != 3 {
 		t.Fatalf("told %v, want task 3 once", told)
 	}
-	// Reference: seed 000 §3.3.
+	// Reference: the tracking paper §3.3.
 }
 
 // TestPaperMemoryPerRecord: a tracking record costs about 20 bytes whatever
 // the size of its tree. We hold the table to at most 24 bytes per record in
 // flight, slack included (BenchmarkLedgerMemory measures it against baselines).
 //
-// Reference: seed 000 §2 and §3.1 ("about 20 bytes of memory per tuple").
+// Reference: the tracking paper §2 and §3.1 ("about 20 bytes of memory per tuple").
 func TestPaperMemoryPerRecord(t *testing.T) {
 	const n = 200_000
 	var before, after runtime.MemStats
@@ -97,5 +97,5 @@ func TestPaperMemoryPerRecord(t *testing.T) {
 		t.Fatalf("%d records, %.1f bytes each; want %d records at <= 24 bytes", l.Len(), perRecord, n)
 	}
 	runtime.KeepAlive(l)
-	// Reference: seed 000 §3.1.
+	// Reference: the tracking paper §3.1.
 }

@@ -76,7 +76,7 @@ func simulate(rng *rand.Rand, roots int) map[uint64][]msg {
 // the messages, acks before the init and duplicates after completion, a root
 // completes at its last message and never before.
 //
-// Reference: seed 000 §3.3 (every tupleId is folded in twice, so checkValue
+// Reference: the tracking paper §3.3 (every tupleId is folded in twice, so checkValue
 // is 0 exactly when the whole tree has been processed).
 func TestRandomTreesCompleteExactlyWhenAllAcked(t *testing.T) {
 	for seed := uint64(1); seed <= 30; seed++ {

@@ -8,7 +8,7 @@ import (
 )
 
 // This file follows the style of etcd raft's raft_paper_test.go: each test
-// focuses on several sentences of seed 000 §3.2 ("元組跟蹤單元選擇策略", the
+// focuses on several sentences of the tracking paper §3.2 ("元組跟蹤單元選擇策略", the
 // acker selection strategy: improved consistent hashing), quoted above it with
 // a gloss, and ends with a reference to the section and figure.
 // Figure 2 maps roots 1…6 and ackers A and B onto the ring; here the roots
@@ -37,7 +37,7 @@ func owners(r *Ring, roots []uint64) map[uint64]string {
 // root on the first acker met; since the hashes are fixed, the relation is
 // unique and determined (here: whatever order the ackers joined in).
 //
-// Reference: seed 000 §3.2, figure 2(a)
+// Reference: the tracking paper §3.2, figure 2(a)
 func TestPaperRootGoesToFirstAckerClockwise(t *testing.T) {
 	for _, replicas := range []int{1, 2} {
 		r := running(t, replicas, "A", "B")
@@ -66,7 +66,7 @@ func TestPaperRootGoesToFirstAckerClockwise(t *testing.T) {
 // N locations, keyed hash("ackerId#1") … hash("ackerId#N"), so that the
 // records spread evenly over the ackers.
 //
-// Reference: seed 000 §3.2, figure 2(b)
+// Reference: the tracking paper §3.2, figure 2(b)
 func TestPaperAckerAtNPoints(t *testing.T) {
 	for _, n := range []int{1, 2, 16} {
 		r := running(t, n, "A", "B")
@@ -103,7 +103,7 @@ func TestPaperAckerAtNPoints(t *testing.T) {
 // 的那些location。" When acker B goes, only the locations that were on B are
 // affected, and each goes to the next acker clockwise from it.
 //
-// Reference: seed 000 §3.2, figure 2(c)
+// Reference: the tracking paper §3.2, figure 2(c)
 func TestPaperRemoveAcker(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -148,7 +148,7 @@ func TestPaperRemoveAcker(t *testing.T) {
 // acker C affects only the locations on the arcs ending at C's points, which
 // move onto C from the ackers that owned those arcs.
 //
-// Reference: seed 000 §3.2, figure 2(d)
+// Reference: the tracking paper §3.2, figure 2(d)
 func TestPaperAddAcker(t *testing.T) {
 	for _, replicas := range []int{2, 16, DefaultReplicas} {
 		r := running(t, replicas, "A", "B")
@@ -196,7 +196,7 @@ func TestPaperAddAcker(t *testing.T) {
 // other ackers: to the next running acker clockwise, as if it had been removed
 // (figure 2(c)), and back when it runs again.
 //
-// Reference: seed 000 §3.2, figure 2(c)
+// Reference: the tracking paper §3.2, figure 2(c)
 func TestPaperLocationStates(t *testing.T) {
 	if Root != 0 || Acker != 1 || NotStarted != 0 || Running != 1 || Failed != 2 {
 		t.Fatal("type and active are not numbered as in the paper")
@@ -242,7 +242,7 @@ func TestPaperLocationStates(t *testing.T) {
 // max/mean at most 1.10 with DefaultReplicas (BenchmarkBalance prints the
 // whole table).
 //
-// Reference: seed 000 §4.3, figure 4(c)
+// Reference: the tracking paper §4.3, figure 4(c)
 func TestPaperExperiment3(t *testing.T) {
 	r := running(t, DefaultReplicas, ackerNames(6)...)
 	for _, n := range []int{100_000, 200_000, 300_000} {

@@ -1,5 +1,5 @@
 // Package ring places roots on ackers by the improved consistent hashing of
-// seed 000 §3.2: a 32-bit ring (0..2^32-1) on which every acker sits at N
+// the tracking paper §3.2: a 32-bit ring (0..2^32-1) on which every acker sits at N
 // points ("ackerId#1" … "ackerId#N") and every root at the hash of its
 // springId; a root belongs to the first running acker point clockwise from its
 // key, so adding, removing or failing an acker moves only the roots on the arcs

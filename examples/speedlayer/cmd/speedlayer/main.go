@@ -1,4 +1,4 @@
-// Command speedlayer runs seed 003's example embedded: taxi orders from the
+// Command speedlayer runs the speed-layer paper's example embedded: taxi orders from the
 // generator (or a Kafka topic, or a JetStream stream) into windowed counters per zone, served by
 // the gateway (dashboard at /, JSON, WebSocket, SSE, /metrics), with a
 // WebSocket client printing the top zones as they change.

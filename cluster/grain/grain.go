@@ -1,0 +1,19 @@
+// Package grain is the contract between acktor's cluster placement and the
+// virtual actors (grains) it places: the message that tells a grain it has
+// moved. Placement (package cluster) sends it; the tasks and ackers (package
+// actors) act on it. It lives apart from both so that neither imports the
+// other.
+package grain
+
+import "github.com/asynkron/protoactor-go/actor"
+
+// Moved tells a grain that its identity now belongs to another member: one
+// joined, or this one leaves. The grain hands its state to its activation
+// there (Activate spawns it and returns its PID), passes on what still
+// reaches it for a while, then stops; Done (if not nil) is called once the
+// state is on its way. Placement sends it within a member; it never crosses
+// the network.
+type Moved struct {
+	Activate func() (*actor.PID, error)
+	Done     func()
+}
