@@ -27,6 +27,7 @@ type ackerTask struct {
 	env      *env
 	id       string
 	core     *tracker.Acker // nil until activated as an acker identity
+	cfg      tracker.AckerConfig
 	res      resolver
 	root     *actor.RootContext
 	cancel   scheduler.CancelFunc
@@ -36,9 +37,9 @@ type ackerTask struct {
 }
 
 func (a *ackerTask) Receive(ctx actor.Context) {
-	defer func() { // the acker does not panic; if it ever does, keep serving
+	defer func() {
 		if r := recover(); r != nil {
-			a.env.log.Errorf("%s: panic: %v\n%s", a.id, r, debug.Stack())
+			a.restart(r)
 		}
 	}()
 	if a.fwd.pass(ctx) {
@@ -108,6 +109,16 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 	a.flushLater()
 }
 
+// restart is what an acker does with a panic (panics.go): it starts its
+// core afresh, and the roots it held replay at their deadlines.
+func (a *ackerTask) restart(r any) {
+	a.env.log.Errorf("%s: BUG: %v; the acker starts afresh, and the roots it held replay at their spouts' deadlines\n%s",
+		a.id, r, debug.Stack())
+	if a.core != nil {
+		a.core = tracker.NewAcker(a.cfg, a.env.dir.Load())
+	}
+}
+
 // deliver sends what the acker decided.
 func (a *ackerTask) deliver() {
 	for _, o := range a.core.Ready() {
@@ -150,8 +161,9 @@ func (a *ackerTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	for task := range spouts {
 		spouts[task] = e.topo.tasks[task].Spout
 	}
-	a.core = tracker.NewAcker(tracker.AckerConfig{Num: n, Generations: e.cfg.Generations, MaxPending: e.cfg.MaxPending,
-		Spouts: spouts, Completed: e.recycle.completedOf, Log: e.log}, e.dir.Load())
+	a.cfg = tracker.AckerConfig{Num: n, Generations: e.cfg.Generations, MaxPending: e.cfg.MaxPending,
+		Spouts: spouts, Completed: e.recycle.completedOf, Log: e.log}
+	a.core = tracker.NewAcker(a.cfg, e.dir.Load())
 	a.res = newResolver(ctx, a.env, m.Cluster)
 	a.root = ctx.ActorSystem().Root
 	a.self = ctx.Self()

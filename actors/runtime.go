@@ -375,7 +375,7 @@ type AckerStats struct {
 	Rejected    uint64 `json:"rejected"` // inits refused (duplicate, task too large, the ledger full) and handed-over records refused
 	Dropped     uint64 `json:"dropped"`  // acks and fails for unknown roots refused: the ledger was full
 	// ClientsRefused counts remote clients' Tracks refused: too many clients
-	// at once (maxClients), or a task id another client still uses.
+	// at once (tracker.MaxClients), or a task id another client still uses.
 	ClientsRefused uint64 `json:"clients_refused"`
 }
 

@@ -3,6 +3,7 @@ package tracker
 import (
 	"fmt"
 
+	"github.com/acktor/acktor/internal/assert"
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/tracker/ledger"
 )
@@ -513,6 +514,7 @@ func (a *Acker) toSpout(task uint32, m any) {
 // sendAll queues messages for other ackers, by acker number.
 func sendAll[M any](a *Acker, by map[int]M) {
 	for o, m := range by {
+		assert.That(o != a.cfg.Num, "acker: passing entries on to itself")
 		a.out = append(a.out, Out{Dest: ToAcker, Acker: o, Msg: m})
 	}
 }

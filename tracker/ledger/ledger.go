@@ -20,6 +20,8 @@ package ledger
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/acktor/acktor/internal/assert"
 )
 
 // MaxTask is the largest task id a record can hold (24 bits).
@@ -322,6 +324,12 @@ func (l *Ledger) Rotate(expired func(springID uint64, task uint32)) {
 			l.stats.Orphaned++
 		}
 	}
+	assert.That(l.perGen[old] == 0, "ledger: a rotation left records of the oldest generation")
+	sum := 0
+	for _, n := range l.perGen {
+		sum += n
+	}
+	assert.That(sum == l.n, "ledger: the generations do not count every record")
 	l.cur = (l.cur + 1) & genMask
 }
 
@@ -488,6 +496,7 @@ func (l *Ledger) insert(h uint64, i int) *slot {
 	if free == len(l.slots)-1 { // keep the last slot free
 		l.slots = append(l.slots, make([]slot, overflow(l.homes))...)
 	}
+	assert.That(i <= free && free < len(l.slots)-1, "ledger: no free slot after a record's place")
 	copy(l.slots[i+1:free+1], l.slots[i:free])
 	l.n++
 	l.perGen[l.cur]++
@@ -501,8 +510,10 @@ func (l *Ledger) insert(h uint64, i int) *slot {
 // removeAt deletes slot i, moving back one place the records after it that
 // sit past their home (backward-shift deletion: no tombstones).
 func (l *Ledger) removeAt(i int) {
+	assert.That(l.slots[i].has(flagUsed), "ledger: removing a free slot")
 	l.n--
 	l.perGen[l.slots[i].gen()]--
+	assert.That(l.n >= 0 && l.perGen[l.slots[i].gen()] >= 0, "ledger: more records removed than held")
 	j := i + 1
 	for l.slots[j].has(flagUsed) && l.home(l.slots[j].hash()) < j {
 		j++
@@ -538,6 +549,7 @@ func (l *Ledger) grow() {
 		l.slots[i] = old[k]
 		next = i + 1
 	}
+	assert.That(l.slots[len(l.slots)-1].meta == 0, "ledger: a grown table's last slot is used")
 }
 
 // AckBatch folds deltas[i] into the record of springIDs[i] for every i, as

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/acktor/acktor/internal/assert"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -371,5 +373,31 @@ func TestZeroAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%.1f allocations per Init/Ack/Fail, want 0", allocs)
+	}
+}
+
+// TestBrokenInvariantPanics: a ledger whose state no call could have made
+// panics with the broken invariant at the next call that relies on it,
+// instead of serving on with records it cannot account for.
+func TestBrokenInvariantPanics(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		corrupt func(l *Ledger)
+		call    func(l *Ledger)
+	}{
+		{"a record the count lost", func(l *Ledger) { l.n = 0 }, func(l *Ledger) { l.Ack(1, 3) }},
+		{"a generation's count lost", func(l *Ledger) { clear(l.perGen[:]) }, func(l *Ledger) { l.Rotate(nil); l.Rotate(nil) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(Config{Generations: 2})
+			l.Init(1, 1, 3)
+			tc.corrupt(l)
+			defer func() {
+				if _, ok := recover().(assert.Invariant); !ok {
+					t.Fatal("no invariant panic")
+				}
+			}()
+			tc.call(l)
+		})
 	}
 }

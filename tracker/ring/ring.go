@@ -60,6 +60,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/acktor/acktor/internal/assert"
 	"github.com/acktor/acktor/internal/mix"
 )
 
@@ -298,6 +299,9 @@ func (r *Ring) rebuild() {
 			r.keys = append(r.keys, p.key)
 			r.owners = append(r.owners, p.acker)
 		}
+	}
+	for i := 1; i < len(r.keys); i++ {
+		assert.That(r.keys[i-1] <= r.keys[i], "ring: points out of order")
 	}
 }
 
