@@ -94,33 +94,33 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate names the first field out of range.
+// Validate names the first field out of range, as a *FieldError.
 func (c Config) Validate() error {
 	switch {
 	case c.Ackers < 0 || c.Ackers > tracker.MaxAckers:
-		return fmt.Errorf("ackers = %d, want 0..%d", c.Ackers, tracker.MaxAckers)
+		return fieldError("Ackers", c.Ackers, "0..%d", tracker.MaxAckers)
 	case c.Replicas < 0 || c.Replicas > ring.MaxReplicas:
-		return fmt.Errorf("replicas = %d, want 0..%d (0: %d)", c.Replicas, ring.MaxReplicas, ring.DefaultReplicas)
+		return fieldError("Replicas", c.Replicas, "0..%d (0: %d)", ring.MaxReplicas, ring.DefaultReplicas)
 	case c.MaxPending < 1 || c.MaxPending > maxPending:
-		return fmt.Errorf("max pending = %d, want 1..%d", c.MaxPending, maxPending)
+		return fieldError("MaxPending", c.MaxPending, "1..%d", maxPending)
 	case c.Timeout < 10*time.Millisecond:
-		return fmt.Errorf("timeout = %v, want >= 10ms", c.Timeout)
+		return fieldError("Timeout", c.Timeout, ">= 10ms")
 	case c.Generations < 2 || c.Generations > ledger.MaxGenerations:
-		return fmt.Errorf("generations = %d, want 2..%d", c.Generations, ledger.MaxGenerations)
+		return fieldError("Generations", c.Generations, "2..%d", ledger.MaxGenerations)
 	case c.IdleWait != 0 && (c.IdleWait < minIdleWait || c.IdleWait > time.Second):
-		return fmt.Errorf("idle wait = %v, want %v..1s (0: 2ms)", c.IdleWait, minIdleWait)
+		return fieldError("IdleWait", c.IdleWait, "%v..1s (0: 2ms)", minIdleWait)
 	case c.WarnUtilisation < 0 || c.WarnUtilisation > 10:
-		return fmt.Errorf("warn utilisation = %v, want 0..10 (0: 0.9)", c.WarnUtilisation)
+		return fieldError("WarnUtilisation", c.WarnUtilisation, "0..10 (0: 0.9)")
 	case c.MaxReplays < 0:
-		return fmt.Errorf("max replays = %d, want >= 0", c.MaxReplays)
+		return fieldError("MaxReplays", c.MaxReplays, ">= 0")
 	case c.BatchSize < 1 || c.BatchSize > 1<<16:
-		return fmt.Errorf("batch size = %d, want 1..65536", c.BatchSize)
+		return fieldError("BatchSize", c.BatchSize, "1..65536")
 	case c.AckDelay < 0 || c.AckDelay > c.Timeout/4:
-		return fmt.Errorf("ack delay = %v, want 0..timeout/4", c.AckDelay)
+		return fieldError("AckDelay", c.AckDelay, "0..timeout/4")
 	case c.MailboxSize < 2 || c.MailboxSize > 1<<16: // a ring buffer of 1 cannot tell full from empty
-		return fmt.Errorf("mailbox size = %d, want 2..65536", c.MailboxSize)
+		return fieldError("MailboxSize", c.MailboxSize, "2..65536")
 	case c.ReportEvery <= 0:
-		return fmt.Errorf("report interval = %v, want > 0", c.ReportEvery)
+		return fieldError("ReportEvery", c.ReportEvery, "> 0")
 	}
 	return nil
 }

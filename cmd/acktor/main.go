@@ -17,6 +17,9 @@ import (
 type exitError struct {
 	code int
 	msg  string
+	// option, when the error is about one option, is its name in options,
+	// and rest what follows the option's name in msg.
+	option, rest string
 }
 
 func (e *exitError) Error() string { return e.msg }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -762,17 +761,15 @@ func waitMembers(ctx context.Context, node *cluster.Node, n int, wait time.Durat
 	}
 }
 
-// configError names config fields where the word count names flags.
+// configError names the config key of an option the word count names by
+// its flag, from the error's option (no text is parsed).
 func configError(err error) error {
-	code := 1
 	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
+	if !errors.As(err, &ee) {
+		return &exitError{code: 1, msg: err.Error()}
 	}
-	r := strings.NewReplacer("--ackers", "tracker.ackers", "--max-pending", "tracker.max_pending",
-		"--timeout", "tracker.timeout", "--max-replays", "tracker.max_replays", "--batch", "tracker.batch",
-		"--spouts", "job.spouts", "--splitters", "job.splitters", "--counters", "job.counters",
-		"--window/--pane", "job.window/job.pane", "--window", "job.window", "--input", "job.input",
-		"--output", "job.output", "--stats", "job.stats", "--progress", "tracker.progress", "--ack-delay", "tracker.ack_delay")
-	return &exitError{code: code, msg: r.Replace(err.Error())}
+	if o := options[ee.option]; o.key != "" {
+		return &exitError{code: ee.code, msg: o.key + ee.rest}
+	}
+	return ee
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -96,27 +97,27 @@ func sourceFor(f wordcountFlags) (source.Factory, error) {
 	case f.src != nil:
 		return f.src, nil
 	case f.input != "" && f.generate > 0:
-		return nil, fmt.Errorf("--input and --generate: give one")
+		return nil, optionError(2, "Input", " and --generate: give one")
 	case f.generate > 0:
 		return source.Generator(generatorConfig(f))
 	case f.eventStep != 0:
-		return nil, fmt.Errorf("--event-step: only with --generate")
+		return nil, optionError(2, "EventStep", ": only with --generate")
 	case f.input == "-":
 		if f.spouts != 1 {
-			return nil, fmt.Errorf("--spouts %d: stdin is read by one spout task", f.spouts)
+			return nil, optionError(2, "Spouts", fmt.Sprintf(" %d: stdin is read by one spout task", f.spouts))
 		}
 		return source.Reader(os.Stdin, "stdin"), nil
 	case f.input != "":
 		st, err := os.Stat(f.input)
 		if err != nil {
-			return nil, fmt.Errorf("--input: %w", err)
+			return nil, optionError(2, "Input", ": "+err.Error())
 		}
 		if st.IsDir() {
-			return nil, fmt.Errorf("--input %s: is a directory", f.input)
+			return nil, optionError(2, "Input", fmt.Sprintf(" %s: is a directory", f.input))
 		}
 		return source.File(f.input), nil
 	}
-	return nil, fmt.Errorf("--input FILE (or --generate N) is required")
+	return nil, optionError(2, "Input", " FILE (or --generate N) is required")
 }
 
 // generatorConfig is the stream of --generate.
@@ -131,13 +132,13 @@ func windowOf(f wordcountFlags) (window.Config, error) {
 	case f.window == 0 && f.pane == 0:
 		return window.Config{}, nil
 	case f.window <= 0:
-		return window.Config{}, fmt.Errorf("--window %v: want > 0 with --pane", f.window)
+		return window.Config{}, optionError(2, "WindowSize", fmt.Sprintf(" %v: want > 0 with --pane", f.window))
 	case f.pane == 0:
 		f.pane = f.window
 	}
 	w := window.Config{Size: f.window, Pane: f.pane}
 	if err := w.Validate(); err != nil {
-		return w, fmt.Errorf("--window %v --pane %v: %w", f.window, f.pane, err)
+		return w, optionError(2, "Window", fmt.Sprintf(" %v/%v: %v", f.window, f.pane, err))
 	}
 	return w, nil
 }
@@ -174,11 +175,11 @@ func newWordcountJob(f wordcountFlags, log *logrus.Logger, driver bool) (*wordco
 	switch f.progress {
 	case "auto", "bar", "log", "none":
 	default:
-		return nil, flagError(fmt.Errorf("--progress %q: want auto, bar, log or none", f.progress))
+		return nil, optionError(2, "Progress", fmt.Sprintf(" %q: want auto, bar, log or none", f.progress))
 	}
 	win, err := windowOf(f)
 	if err != nil {
-		return nil, flagError(err)
+		return nil, err
 	}
 	src, err := sourceFor(f)
 	if err != nil {
@@ -207,7 +208,7 @@ func newWordcountJob(f wordcountFlags, log *logrus.Logger, driver bool) (*wordco
 		fh, err := os.OpenFile(f.stats, os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
 			j.closeOut()
-			return nil, fmt.Errorf("--stats: %w", err)
+			return nil, optionError(2, "Stats", ": "+err.Error())
 		}
 		_ = fh.Close()
 	}
@@ -251,26 +252,40 @@ func (j *wordcountJob) outcome(st *actors.RunStats, what string) error {
 	return nil
 }
 
-// flagNames maps the names validation errors use to the flags that set them.
-var flagNames = []struct{ name, flag string }{
-	{"ackers", "--ackers"}, {"max pending", "--max-pending"}, {"timeout", "--timeout"},
-	{"max replays", "--max-replays"}, {"batch size", "--batch"}, {"spouts", "--spouts"},
-	{"splitters", "--splitters"}, {"counters", "--counters"}, {"fail rate", "--fail-rate"},
-	{"drop rate", "--drop-rate"}, {"ack delay", "--ack-delay"}, {"window", "--window/--pane"},
+// option is a setting of the word count: its flag in acktor wordcount and
+// its key in acktor node's config ("" where the config has none).
+type option struct{ flag, key string }
+
+// options are the word count's settings by name: for those a library checks,
+// the Go field its *actors.FieldError names.
+var options = map[string]option{
+	"Ackers": {"--ackers", "tracker.ackers"}, "MaxPending": {"--max-pending", "tracker.max_pending"},
+	"Timeout": {"--timeout", "tracker.timeout"}, "MaxReplays": {"--max-replays", "tracker.max_replays"},
+	"BatchSize": {"--batch", "tracker.batch"}, "AckDelay": {"--ack-delay", "tracker.ack_delay"},
+	"Progress": {"--progress", "tracker.progress"},
+	"Spouts":   {"--spouts", "job.spouts"}, "Splitters": {"--splitters", "job.splitters"}, "Counters": {"--counters", "job.counters"},
+	"Window": {"--window/--pane", "job.window/job.pane"}, "WindowSize": {"--window", "job.window"},
+	"Input":  {"--input", "job.input"},
+	"Output": {"--output", "job.output"}, "Stats": {"--stats", "job.stats"},
+	"FailRate": {"--fail-rate", ""}, "DropRate": {"--drop-rate", ""}, "EventStep": {"--event-step", ""},
 }
 
-// flagError turns a validation error into a usage error that names the flag.
+// optionError is an error about the option name, rest being what follows
+// its name: on the command line "--ackers -1, want 0..4096".
+func optionError(code int, name, rest string) *exitError {
+	return &exitError{code: code, msg: options[name].flag + rest, option: name, rest: rest}
+}
+
+// flagError turns a library's validation error into a usage error that
+// names the flag.
 func flagError(err error) error {
-	msg := err.Error()
-	if _, rest, ok := strings.Cut(msg, ": "); ok {
-		for _, f := range flagNames {
-			if v, ok := strings.CutPrefix(rest, f.name+" = "); ok {
-				msg = f.flag + " " + v
-				break
-			}
+	var fe *actors.FieldError
+	if errors.As(err, &fe) {
+		if _, ok := options[fe.Field]; ok {
+			return optionError(2, fe.Field, fmt.Sprintf(" %v, want %s", fe.Value, fe.Want))
 		}
 	}
-	return &exitError{code: 2, msg: msg}
+	return &exitError{code: 2, msg: err.Error()}
 }
 
 func openOutput(path string) (io.Writer, func(), error) {
@@ -279,7 +294,7 @@ func openOutput(path string) (io.Writer, func(), error) {
 	}
 	fh, err := os.Create(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--output: %w", err)
+		return nil, nil, optionError(2, "Output", ": "+err.Error())
 	}
 	return fh, func() { _ = fh.Close() }, nil
 }

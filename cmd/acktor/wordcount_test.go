@@ -3,12 +3,14 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/source"
 )
 
@@ -179,5 +181,31 @@ func TestWordcountWindowStats(t *testing.T) {
 	}
 	if string(got) != want.String() {
 		t.Fatalf("window counts differ from the truth of lines 2000..2999 (%d vs %d bytes)", len(got), want.Len())
+	}
+}
+
+// TestOptionErrors: a library's FieldError names the flag on the command
+// line and the key in a node's config by its field alone, however the
+// library words or wraps it.
+func TestOptionErrors(t *testing.T) {
+	for _, field := range []string{"Ackers", "MaxPending", "Timeout", "MaxReplays", "BatchSize", "AckDelay",
+		"Spouts", "Splitters", "Counters", "FailRate", "DropRate", "Window"} {
+		t.Run(field, func(t *testing.T) {
+			err := flagError(fmt.Errorf("topology: %w", &actors.FieldError{Field: field, Value: 7, Want: "anything else"}))
+			o := options[field]
+			if o.flag == "" || err.Error() != o.flag+" 7, want anything else" {
+				t.Fatalf("on the command line: %q", err)
+			}
+			var ee *exitError
+			if !errors.As(err, &ee) || ee.code != 2 {
+				t.Fatalf("exit code: %v", err)
+			}
+			if o.key != "" && configError(err).Error() != o.key+" 7, want anything else" {
+				t.Fatalf("in a node's config: %q", configError(err))
+			}
+		})
+	}
+	if err := flagError(&actors.FieldError{Field: "Replicas", Value: -1, Want: "0..4096"}); err.Error() != "Replicas = -1, want 0..4096" {
+		t.Fatalf("a field the command does not set: %q", err)
 	}
 }

@@ -33,22 +33,23 @@ type Options struct {
 	ExactlyOnce bool
 }
 
-// Validate names the first option out of range.
+// Validate names the first option out of range, as an *actors.FieldError.
 func (o Options) Validate() error {
+	bad := func(field string, v any, want string) error { return &actors.FieldError{Field: field, Value: v, Want: want} }
 	switch {
 	case o.Spouts < 1:
-		return fmt.Errorf("spouts = %d, want >= 1", o.Spouts)
+		return bad("Spouts", o.Spouts, ">= 1")
 	case o.Splitters < 1:
-		return fmt.Errorf("splitters = %d, want >= 1", o.Splitters)
+		return bad("Splitters", o.Splitters, ">= 1")
 	case o.Counters < 1:
-		return fmt.Errorf("counters = %d, want >= 1", o.Counters)
+		return bad("Counters", o.Counters, ">= 1")
 	case o.FailRate < 0 || o.FailRate >= 1:
-		return fmt.Errorf("fail rate = %v, want 0 <= p < 1", o.FailRate)
+		return bad("FailRate", o.FailRate, "0 <= p < 1")
 	case o.DropRate < 0 || o.DropRate >= 1 || o.FailRate+o.DropRate >= 1:
-		return fmt.Errorf("drop rate = %v, want 0 <= p < 1 and fail rate + drop rate < 1", o.DropRate)
+		return bad("DropRate", o.DropRate, "0 <= p < 1 and fail rate + drop rate < 1")
 	case o.Window != (window.Config{}):
 		if err := o.Window.Validate(); err != nil {
-			return fmt.Errorf("window = %v/%v: %w", o.Window.Size, o.Window.Pane, err)
+			return bad("Window", fmt.Sprintf("%v/%v", o.Window.Size, o.Window.Pane), err.Error())
 		}
 	}
 	return nil
