@@ -35,7 +35,9 @@ type Options struct {
 
 // Validate names the first option out of range, as an *actors.FieldError.
 func (o Options) Validate() error {
-	bad := func(field string, v any, want string) error { return &actors.FieldError{Field: field, Value: v, Want: want} }
+	bad := func(field string, v any, want string) error {
+		return &actors.FieldError{Field: field, Value: v, Want: want}
+	}
 	switch {
 	case o.Spouts < 1:
 		return bad("Spouts", o.Spouts, ">= 1")
