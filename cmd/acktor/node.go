@@ -72,10 +72,11 @@ type jobConfig struct {
 }
 
 func defaultNodeConfig() nodeConfig {
+	def := actors.DefaultConfig() // the tracker's defaults, defined once
 	return nodeConfig{
 		Cluster: cluster.DefaultConfig(),
-		Tracker: trackerConfig{Ackers: 2, Timeout: 30 * time.Second, MaxPending: 2048, MaxReplays: 5, Batch: 512,
-			Seed: 1, Progress: "log", WaitMembers: time.Minute},
+		Tracker: trackerConfig{Ackers: def.Ackers, Timeout: def.Timeout, MaxPending: def.MaxPending, MaxReplays: def.MaxReplays,
+			Batch: def.BatchSize, AckDelay: def.AckDelay, Seed: def.Seed, Progress: "log", WaitMembers: time.Minute},
 		Job:    jobConfig{Topology: "wordcount", Members: 1, Source: "file", Spouts: 1, Splitters: 2, Counters: 2},
 		Ingest: ingestConfig{Sync: "every"},
 	}
