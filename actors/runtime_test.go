@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"strings"
@@ -13,11 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
+	acluster "github.com/acktor/acktor/cluster"
+
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
-	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/source"
@@ -132,17 +129,16 @@ func quietLog() *logrus.Logger {
 	return l
 }
 
-// startMember starts a single-member in-memory cluster for rt.
+// startMember starts a single-member in-memory cluster for rt, the
+// embedded member acktor runs by default.
 func startMember(t testing.TB, rt *Runtime) *cluster.Cluster {
 	t.Helper()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}))
-	c := cluster.New(sys, cluster.Configure("t", test.NewTestProvider(test.NewInMemAgent()), disthash.New(),
-		remote.Configure("127.0.0.1", 0), cluster.WithKinds(rt.Kinds()...)))
-	c.StartMember()
-	t.Cleanup(func() { c.Shutdown(false) })
-	return c
+	n, err := acluster.StartEmbedded("t", rt.Kinds(), quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	return n.Cluster
 }
 
 func TestRunWordCount(t *testing.T) {

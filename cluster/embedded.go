@@ -37,12 +37,16 @@ func StartEmbedded(name string, kinds []*pcluster.Kind, log *logrus.Logger) (n *
 	cfg := pcluster.Configure(name, test.NewTestProvider(test.NewInMemAgent()), Placement(),
 		remote.Configure("127.0.0.1", 0), pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(10*time.Second))
 	c := pcluster.New(sys, cfg)
-	defer func() { // StartMember panics on a busy port or a provider error
+	defer func() { // Proto.Actor panics on a busy port
 		if r := recover(); r != nil {
-			err = fmt.Errorf("cluster: starting embedded member: %v", r)
+			stopStarted(c)
+			n, err = nil, fmt.Errorf("cluster: starting embedded member: %v", r)
 		}
 	}()
-	c.StartMember()
+	if err := startMember(c); err != nil {
+		stopStarted(c)
+		return nil, fmt.Errorf("cluster: starting embedded member: %w", err)
+	}
 	return &Node{System: sys, Cluster: c}, nil
 }
 

@@ -1,0 +1,63 @@
+package cluster
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/sirupsen/logrus"
+)
+
+// TestEmbeddedServesAtOnce: an embedded member activates a grain and
+// answers through it as soon as StartEmbedded returns, without the second
+// Proto.Actor's StartMember waits for gossip.
+func TestEmbeddedServesAtOnce(t *testing.T) {
+	lg := logrus.New()
+	lg.SetOutput(io.Discard)
+	n, err := StartEmbedded("t", []*pcluster.Kind{pcluster.NewKind("echo", actor.PropsFromProducer(func() actor.Actor { return echoGrain{} }))}, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	res, err := n.Cluster.Request("e/1", "echo", &pcluster.ClusterIdentity{}, pcluster.WithTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := res.(*pcluster.ClusterIdentity); !ok || r.Identity != n.System.Address() {
+		t.Fatalf("answered %v", res)
+	}
+}
+
+// BenchmarkStartEmbedded starts and stops an embedded member ("acktor"),
+// and, in the same run, a member of the same configuration through
+// Proto.Actor's StartMember ("protoactor"), which ends with a fixed
+// one-second sleep.
+func BenchmarkStartEmbedded(b *testing.B) {
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	b.Run("acktor", func(b *testing.B) {
+		for b.Loop() {
+			n, err := StartEmbedded("b", nil, quiet)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n.Stop()
+		}
+	})
+	b.Run("protoactor", func(b *testing.B) {
+		for b.Loop() {
+			sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+				return slog.New(slog.NewTextHandler(io.Discard, nil))
+			}))
+			c := pcluster.New(sys, pcluster.Configure("b", test.NewTestProvider(test.NewInMemAgent()), Placement(),
+				remote.Configure("127.0.0.1", 0)))
+			c.StartMember()
+			c.Shutdown(false)
+		}
+	})
+}
