@@ -1,11 +1,16 @@
 package wordcount
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -212,25 +217,60 @@ func TestWindow(t *testing.T) {
 
 // childEnv makes the test binary run one word count and print its stats:
 // BenchmarkWordcount measures each run in a fresh process, as a user runs
-// the command, so that one run's heap and goroutines do not weigh on the next.
-const childEnv = "ACKTOR_WORDCOUNT_BENCH_ACKERS"
+// the command, so that one run's heap and goroutines do not weigh on the
+// next. It holds the acker count; childInput the file to count.
+const (
+	childEnv   = "ACKTOR_WORDCOUNT_BENCH_ACKERS"
+	childInput = "ACKTOR_WORDCOUNT_BENCH_INPUT"
+)
 
 func TestMain(m *testing.M) {
 	if v := os.Getenv(childEnv); v != "" {
-		os.Exit(benchChild(v))
+		os.Exit(benchChild(v, os.Getenv(childInput)))
 	}
 	os.Exit(m.Run())
 }
 
 const benchLines = 1_000_000
 
-func benchChild(ackers string) int {
-	n, err := strconv.Atoi(ackers)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
+// benchInput writes the benchmark's text once: 1M generated lines of ten
+// Zipf-distributed words from a vocabulary of 50 000.
+func benchInput(b *testing.B) string {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "lines.txt")
 	gen, err := source.Generator(source.GeneratorConfig{Lines: benchLines, WordsPerLine: 10, Vocabulary: 50_000, Skew: 1.1, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err := gen(0, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	for {
+		r, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.WriteString(r.Payload)
+		w.WriteByte('\n')
+	}
+	if err := errors.Join(w.Flush(), f.Close()); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+func benchChild(ackers, input string) int {
+	n, err := strconv.Atoi(ackers)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -238,44 +278,102 @@ func benchChild(ackers string) int {
 	cfg := actors.DefaultConfig()
 	cfg.Ackers = n
 	tb := &testing.B{}
-	_, st := run(tb, gen, Options{Spouts: 1, Splitters: 2, Counters: 2}, cfg)
+	counts, st := run(tb, source.File(input), Options{Spouts: 1, Splitters: 2, Counters: 2}, cfg)
 	if st.Completed != st.Roots || st.Roots != benchLines {
 		fmt.Fprintf(os.Stderr, "%d of %d roots completed\n", st.Completed, st.Roots)
 		return 1
 	}
-	fmt.Printf("%d %d\n", st.Tuples, st.Elapsed.Nanoseconds())
+	words := int64(0)
+	for _, c := range counts {
+		words += c
+	}
+	fmt.Printf("%d %d %d\n", st.Tuples, words, st.Elapsed.Nanoseconds())
 	return 0
 }
 
-// BenchmarkWordcount measures tuples per second end to end on one machine,
-// with tracking on (2 ackers) and off (--ackers 0). Each iteration counts
-// 1M generated lines (~11M tuples) once each way, back to back, each in a
-// fresh process; only the runs are timed (not process or member start).
-// "overhead-%" is what tracking costs in throughput.
-func BenchmarkWordcount(b *testing.B) {
-	var tuples [2]uint64
-	var elapsed [2]time.Duration
-	for i := range b.N {
-		for k := range 2 {
-			j := (i + k) % 2 // alternate which goes first
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", childEnv, []int{2, 0}[j]))
-			cmd.Stderr = os.Stderr
-			out, err := cmd.Output()
-			if err != nil {
-				b.Fatalf("word count child: %v", err)
-			}
-			var n, ns int64
-			if _, err := fmt.Sscan(string(out), &n, &ns); err != nil {
-				b.Fatalf("word count child printed %q: %v", out, err)
-			}
-			tuples[j] += uint64(n)
-			elapsed[j] += time.Duration(ns)
+// bareCount is the yardstick: a plain single-goroutine Go word count of
+// path (bufio.Scanner, strings.Fields, a map, the counts written sorted).
+// It returns the words counted and the time taken.
+func bareCount(b *testing.B, path string) (int64, time.Duration) {
+	b.Helper()
+	start := time.Now()
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	counts := map[string]int{}
+	words := int64(0)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		for _, w := range strings.Fields(sc.Text()) {
+			counts[w]++
+			words++
 		}
 	}
-	tracked := float64(tuples[0]) / elapsed[0].Seconds()
-	untracked := float64(tuples[1]) / elapsed[1].Seconds()
-	b.ReportMetric(tracked, "tracked-tuples/s")
-	b.ReportMetric(untracked, "untracked-tuples/s")
-	b.ReportMetric(100*(1-tracked/untracked), "overhead-%")
+	if err := sc.Err(); err != nil {
+		b.Fatal(err)
+	}
+	keys := slices.Sorted(maps.Keys(counts))
+	out := bufio.NewWriter(io.Discard)
+	for _, k := range keys {
+		fmt.Fprintf(out, "%s\t%d\n", k, counts[k])
+	}
+	if err := out.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return words, time.Since(start)
+}
+
+// BenchmarkWordcount measures the word count end to end on one machine, on
+// 1M generated lines (~11M tuples) in a file: with tracking on (2, 4 and 8
+// ackers) and off (--ackers 0), each run in a fresh process, alternating
+// which goes first; only the runs are timed (not process or member start).
+// In the same iterations the parent counts the same file with a bare
+// single-goroutine Go word count. "overhead-%" is what tracking costs in
+// throughput; "x-bare" is tracked words/s over the bare count's.
+func BenchmarkWordcount(b *testing.B) {
+	input := benchInput(b)
+	for _, ackers := range []int{2, 4, 8} {
+		b.Run(fmt.Sprintf("ackers=%d", ackers), func(b *testing.B) {
+			var tuples, words [2]int64
+			var elapsed [2]time.Duration
+			var bareWords int64
+			var bare time.Duration
+			for i := range b.N {
+				for k := range 2 {
+					j := (i + k) % 2 // alternate which goes first
+					cmd := exec.Command(os.Args[0], "-test.run=^$")
+					cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d", childEnv, []int{ackers, 0}[j]), childInput+"="+input)
+					cmd.Stderr = os.Stderr
+					out, err := cmd.Output()
+					if err != nil {
+						b.Fatalf("word count child: %v", err)
+					}
+					var n, w, ns int64
+					if _, err := fmt.Sscan(string(out), &n, &w, &ns); err != nil {
+						b.Fatalf("word count child printed %q: %v", out, err)
+					}
+					tuples[j] += n
+					words[j] += w
+					elapsed[j] += time.Duration(ns)
+				}
+				w, d := bareCount(b, input)
+				bareWords, bare = bareWords+w, bare+d
+			}
+			if words[0] != bareWords {
+				b.Fatalf("tracked runs counted %d words, the bare count %d", words[0], bareWords)
+			}
+			tracked := float64(tuples[0]) / elapsed[0].Seconds()
+			untracked := float64(tuples[1]) / elapsed[1].Seconds()
+			trackedWords := float64(words[0]) / elapsed[0].Seconds()
+			bareRate := float64(bareWords) / bare.Seconds()
+			b.ReportMetric(tracked, "tracked-tuples/s")
+			b.ReportMetric(untracked, "untracked-tuples/s")
+			b.ReportMetric(100*(1-tracked/untracked), "overhead-%")
+			b.ReportMetric(trackedWords, "tracked-words/s")
+			b.ReportMetric(bareRate, "bare-words/s")
+			b.ReportMetric(trackedWords/bareRate, "x-bare")
+		})
+	}
 }
