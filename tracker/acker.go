@@ -213,20 +213,14 @@ func (a *Acker) Track(m *messages.Track) {
 	if m.Notify != nil && !a.client(m.Task, m.Notify) {
 		return // refused and counted: the client replays these roots at its deadline
 	}
-	f := fwd[*messages.Track]{make: func() *messages.Track {
-		return &messages.Track{Task: m.Task, Version: a.dir.Version, Routing: a.dir.Routing, Notify: m.Notify}
-	}}
-	trusted := a.routedBy(m.Version, m.Routing)
-	for i, id := range m.SpringIds {
-		if o := a.owner(id, trusted); o != a.cfg.Num {
-			t := f.to(o)
-			t.SpringIds, t.InitXors = append(t.SpringIds, id), append(t.InitXors, m.InitXors[i])
-			a.forwarded++
-			continue
-		}
-		a.outcome(id, a.l.Init(id, m.Task, m.InitXors[i]))
-	}
-	sendAll(a, f.by)
+	split(a, m.SpringIds, a.routedBy(m.Version, m.Routing),
+		func() *messages.Track {
+			return &messages.Track{Task: m.Task, Version: a.dir.Version, Routing: a.dir.Routing, Notify: m.Notify}
+		},
+		func(t *messages.Track, i int) {
+			t.SpringIds, t.InitXors = append(t.SpringIds, m.SpringIds[i]), append(t.InitXors, m.InitXors[i])
+		},
+		func(i int) { a.outcome(m.SpringIds[i], a.l.Init(m.SpringIds[i], m.Task, m.InitXors[i])) })
 }
 
 // AckBatch folds a processor's deltas into their roots' records.
@@ -239,39 +233,24 @@ func (a *Acker) AckBatch(m *messages.AckBatch) {
 		a.l.AckBatch(m.SpringIds, m.XorDeltas, a.onDone)
 		return
 	}
-	f := fwd[*messages.AckBatch]{make: func() *messages.AckBatch {
-		return &messages.AckBatch{Version: a.dir.Version, Routing: a.dir.Routing}
-	}}
-	for i, id := range m.SpringIds {
-		if o := a.dir.AckerOf(id); o != a.cfg.Num {
-			b := f.to(o)
-			b.SpringIds, b.XorDeltas = append(b.SpringIds, id), append(b.XorDeltas, m.XorDeltas[i])
-			a.forwarded++
-			continue
-		}
-		a.outcome(id, a.l.Ack(id, m.XorDeltas[i]))
-	}
-	sendAll(a, f.by)
+	split(a, m.SpringIds, false,
+		func() *messages.AckBatch { return &messages.AckBatch{Version: a.dir.Version, Routing: a.dir.Routing} },
+		func(b *messages.AckBatch, i int) {
+			b.SpringIds, b.XorDeltas = append(b.SpringIds, m.SpringIds[i]), append(b.XorDeltas, m.XorDeltas[i])
+		},
+		func(i int) { a.outcome(m.SpringIds[i], a.l.Ack(m.SpringIds[i], m.XorDeltas[i])) })
 }
 
 // Fail fails roots now.
 func (a *Acker) Fail(m *messages.FailRoot) {
-	f := fwd[*messages.FailRoot]{make: func() *messages.FailRoot {
-		return &messages.FailRoot{Version: a.dir.Version, Routing: a.dir.Routing}
-	}}
-	trusted := a.routedBy(m.Version, m.Routing)
-	for _, id := range m.SpringIds {
-		if o := a.owner(id, trusted); o != a.cfg.Num {
-			b := f.to(o)
-			b.SpringIds = append(b.SpringIds, id)
-			a.forwarded++
-			continue
-		}
-		if task, ok := a.l.Fail(id); ok {
-			a.failed.add(task, id)
-		}
-	}
-	sendAll(a, f.by)
+	split(a, m.SpringIds, a.routedBy(m.Version, m.Routing),
+		func() *messages.FailRoot { return &messages.FailRoot{Version: a.dir.Version, Routing: a.dir.Routing} },
+		func(f *messages.FailRoot, i int) { f.SpringIds = append(f.SpringIds, m.SpringIds[i]) },
+		func(i int) {
+			if task, ok := a.l.Fail(m.SpringIds[i]); ok {
+				a.failed.add(task, m.SpringIds[i])
+			}
+		})
 }
 
 // Handover takes over records another acker handed over; one this acker
@@ -380,15 +359,6 @@ func (a *Acker) Stats(id string) *messages.AckerStats {
 // Undelivered counts a message the actor could not deliver (no member
 // hosts its receiver): its roots replay at their deadline.
 func (a *Acker) Undelivered() { a.bad++ }
-
-// owner is the acker that owns id: this one when the message is trusted
-// (routedBy), without a look at the ring.
-func (a *Acker) owner(id uint64, trusted bool) int {
-	if trusted {
-		return a.cfg.Num
-	}
-	return a.dir.AckerOf(id)
-}
 
 // routedBy says whether a message is this acker's in every entry without a
 // look at the ring: its sender routed them all by an acker set that routes
@@ -557,27 +527,37 @@ func (a *Acker) addHandover(h *messages.Handover, r ledger.Record) {
 	h.Flags = append(h.Flags, flags)
 }
 
-// fwd gathers, per acker, the entries of one message that belong to roots
-// this acker does not own, in a message of the same kind. A message passed
-// on carries the version of the acker set by which the receiver owns every
-// entry; a receiver that has not learnt that set yet (it lives on another
-// member) takes them all as its own, and hands over what it does not own
-// once it learns the set.
-type fwd[M any] struct {
-	by   map[int]M
-	make func() M
-}
-
-func (f *fwd[M]) to(o int) M {
-	if f.by == nil {
-		f.by = map[int]M{}
+// split hands each entry of a message (springIDs[i]) to own if this
+// acker owns its root, and else to pass, with the message of the same kind
+// (made by newMsg) that gathers the entries for the root's acker; then it
+// queues those messages. A trusted message (routedBy) is all this acker's,
+// without a look at the ring. A message passed on carries the version of
+// the acker set by which the receiver owns every entry; a receiver that
+// has not learnt that set yet (it lives on another member) takes them all
+// as its own, and hands over what it does not own once it learns the set.
+func split[M any](a *Acker, springIDs []uint64, trusted bool, newMsg func() M, pass func(m M, i int), own func(i int)) {
+	var by map[int]M
+	for i, id := range springIDs {
+		o := a.cfg.Num
+		if !trusted {
+			o = a.dir.AckerOf(id)
+		}
+		if o == a.cfg.Num {
+			own(i)
+			continue
+		}
+		m, ok := by[o]
+		if !ok {
+			if by == nil {
+				by = map[int]M{}
+			}
+			m = newMsg()
+			by[o] = m
+		}
+		pass(m, i)
+		a.forwarded++
 	}
-	m, ok := f.by[o]
-	if !ok {
-		m = f.make()
-		f.by[o] = m
-	}
-	return m
+	sendAll(a, by)
 }
 
 // outbox gathers springIds per spout task (or remote client) until the
