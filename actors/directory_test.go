@@ -210,21 +210,3 @@ func TestAckerTrustsItsOwnRouting(t *testing.T) {
 		}
 	}
 }
-
-// TestTrackRouting: a spout task stamps its Track with the acker set it
-// routed the roots by, and with none once they were routed by two.
-func TestTrackRouting(t *testing.T) {
-	w := newWiring(t, 1)
-	s := &spoutTask{env: w.env, pending: newPendingSet(w.env.cfg.MaxPending),
-		tracks: make([]*messages.Track, 1), col: w.collector(0)}
-	dir := w.env.dir.Load()
-	s.emit(pendingRoot{id: 1}, "a")
-	if tr := s.tracks[0]; tr == nil || tr.Routing != dir.Routing || dir.Routing == 0 {
-		t.Fatalf("track %+v, want routing %x", tr, dir.Routing)
-	}
-	w.env.dir.Store(tracker.NewDirectory(dir.Version+1, dir.Ackers, dir.Replicas+1)) // another ring, the same acker
-	s.emit(pendingRoot{id: 2}, "b")
-	if tr := s.tracks[0]; len(tr.SpringIds) != 2 || tr.Routing != 0 {
-		t.Fatalf("track routed by two sets %+v, want routing 0", tr)
-	}
-}

@@ -26,16 +26,9 @@ type (
 	spoutTick struct{}
 )
 
-// pendingRoot is a root in flight (the paper's pending state).
-type pendingRoot struct {
-	id       uint64 // the source's id
-	time     int64  // the root's time, unix ns: replays keep it
-	deadline int64  // unix nanoseconds
-	attempt  int32  // 0 for the first emission
-}
-
-// spoutTask pulls roots from its source, emits them, tracks them until their
-// acker reports them finished or failed, and replays failures.
+// spoutTask pulls roots from its source, emits them, and replays failures;
+// which root is in flight until when, and which acker hears of it, its
+// tracker.Spout decides.
 type spoutTask struct {
 	env      *env
 	task     uint32
@@ -48,11 +41,8 @@ type spoutTask struct {
 	reporter *actor.PID
 	cancel   scheduler.CancelFunc
 
-	pending   *pendingSet // by springId
-	deadline  int64       // for roots emitted now, unix ns: set once per pull or replay round
-	stamp     int64       // the time of that round, unix ns: ingestion time of new roots
-	seq       uint64
-	tracks    []*messages.Track // per acker, under way
+	core      *tracker.Spout // nil until activated as a spout task
+	stamp     int64          // the time of a pull or replay round, unix ns: ingestion time of new roots
 	started   bool
 	exhausted bool
 	pulling   bool          // a pull is queued or scheduled
@@ -60,9 +50,9 @@ type spoutTask struct {
 	finished  bool
 	st        messages.TaskReport
 	lat       latencyHistogram
-	expired   []pendingRoot // scratch of tick
-	fwd       *forwarder    // set once the task moved to another member
-	early     []any         // Completed and Failed that came before StartSpout
+	expired   []tracker.PendingRoot // scratch of tick
+	fwd       *forwarder            // set once the task moved to another member
+	early     []any                 // Completed and Failed that came before StartSpout
 	// scope is what root content ids derive from besides the root's id:
 	// the task, or for a source with GlobalIDs its component's first task,
 	// the same whichever task a broker hands the root to.
@@ -151,9 +141,8 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	s.res = newResolver(ctx, s.env, m.Cluster)
 	s.root = ctx.ActorSystem().Root
 	s.self = ctx.Self()
-	s.pending = newPendingSet(s.env.cfg.MaxPending)
-	s.tracks = make([]*messages.Track, s.env.cfg.Ackers)
-	s.seq = randomSeq()
+	s.core = tracker.NewSpout(tracker.SpoutConfig{Task: task, MaxPending: s.env.cfg.MaxPending, MaxReplays: s.env.cfg.MaxReplays,
+		Deadline: int64(s.env.cfg.spoutDeadline()), Draw: randomSeq, Track: s.env.recycle.track})
 	s.st.Task = task
 	s.col = newCollector(s.env, task, s.sendTuples, nil, nil)
 }
@@ -200,12 +189,12 @@ func (s *spoutTask) state() *messages.SpoutState {
 	if sk, ok := s.src.(source.Seeker); ok {
 		st.Position, st.Seekable = sk.Position(), true
 	}
-	s.pending.each(func(id uint64, p pendingRoot) {
+	s.core.Each(func(id uint64, p tracker.PendingRoot) {
 		st.SpringIds = append(st.SpringIds, id)
-		st.RootIds = append(st.RootIds, p.id)
-		st.Times = append(st.Times, p.time)
-		st.Deadlines = append(st.Deadlines, p.deadline)
-		st.Attempts = append(st.Attempts, p.attempt)
+		st.RootIds = append(st.RootIds, p.ID)
+		st.Times = append(st.Times, p.Time)
+		st.Deadlines = append(st.Deadlines, p.Deadline)
+		st.Attempts = append(st.Attempts, p.Attempt)
 	})
 	return st
 }
@@ -228,37 +217,18 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 	default:
 		s.env.log.Warnf("spout %s/%d: its source cannot seek; reading it again from the start", s.info.Component, s.info.Index)
 	}
-	// The sequence goes on from init's random start, not from st.Seq: a
-	// state can be resumed twice (a task that moved, then died with its
-	// member, restarts from the state it moved with), and the second
-	// activation would emit the springIds the first already gave roots
-	// whose records may still be in flight. A start whose next 2^36 ids
-	// would meet a restored root's is drawn again.
-	for s.seqMeets(st.SpringIds) {
-		s.seq = randomSeq()
-	}
 	s.env.log.Debugf("spout %s/%d: resumed with %d pending roots", s.info.Component, s.info.Index, len(st.SpringIds))
-	for i, id := range st.SpringIds {
-		s.pending.put(id, pendingRoot{id: st.RootIds[i], time: st.Times[i], deadline: st.Deadlines[i], attempt: st.Attempts[i]})
+	roots := make([]tracker.PendingRoot, n)
+	for i := range roots {
+		roots[i] = tracker.PendingRoot{ID: st.RootIds[i], Time: st.Times[i], Deadline: st.Deadlines[i], Attempt: st.Attempts[i]}
 	}
+	s.core.Restore(st.SpringIds, roots)
 	if r := st.Report; r != nil {
 		s.st.Roots, s.st.Completed, s.st.Failed, s.st.TimedOut = r.Roots, r.Completed, r.Failed, r.TimedOut
 		s.st.Replayed, s.st.DeadLettered, s.st.PeakInFlight = r.Replayed, r.DeadLettered, r.PeakInFlight
 		s.col.emitted = r.Emitted
 		s.lat.add(r.Latency)
 	}
-}
-
-// seqMeets says whether one of ids lies among the next 2^36 springIds
-// the task's sequence gives.
-func (s *spoutTask) seqMeets(ids []uint64) bool {
-	const mask = 1<<tracker.SpringBits - 1
-	for _, id := range ids {
-		if (id-s.seq-1)&mask < 1<<36 {
-			return true
-		}
-	}
-	return false
 }
 
 // randomSeq starts a task's sequence at a random point, so that a restarted
@@ -326,7 +296,7 @@ func (s *spoutTask) pull() {
 	}
 	wait := time.Duration(0)
 	s.setDeadline()
-	for n := 0; n < s.env.cfg.BatchSize && !s.exhausted && s.pending.len() < s.env.cfg.MaxPending; n++ {
+	for n := 0; n < s.env.cfg.BatchSize && !s.exhausted && !s.core.Full(); n++ {
 		r, err := s.src.Next()
 		if err == nil {
 			s.take(r)
@@ -353,7 +323,7 @@ func (s *spoutTask) take(r source.Root) {
 	if r.Time == 0 {
 		r.Time = s.stamp
 	}
-	s.emit(pendingRoot{id: r.ID, time: r.Time, attempt: r.Attempt}, r.Payload)
+	s.emit(tracker.PendingRoot{ID: r.ID, Time: r.Time, Attempt: r.Attempt}, r.Payload)
 }
 
 // sourceError acts on what Next answered instead of a root, and says
@@ -370,7 +340,7 @@ func (s *spoutTask) sourceError(err error, wait *time.Duration) (stop bool) {
 		s.exhausted = true
 	case errors.As(err, &bad):
 		s.st.Roots++
-		s.deadLetter(pendingRoot{id: bad.ID}, bad.Payload, bad.Reason)
+		s.deadLetter(tracker.PendingRoot{ID: bad.ID}, bad.Payload, bad.Reason)
 		return false
 	default:
 		s.st.Error = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
@@ -380,7 +350,7 @@ func (s *spoutTask) sourceError(err error, wait *time.Duration) (stop bool) {
 }
 
 func (s *spoutTask) schedulePull(wait time.Duration) {
-	if s.pulling || s.exhausted || s.finished || s.pending.len() >= s.env.cfg.MaxPending {
+	if s.pulling || s.exhausted || s.finished || s.core.Full() {
 		return
 	}
 	s.pulling = true
@@ -391,47 +361,27 @@ func (s *spoutTask) schedulePull(wait time.Duration) {
 	s.root.Send(s.self, &pull{})
 }
 
-// emit sends one root with a fresh springId: a replay never shares its id
-// with an earlier attempt, so a late ack of that attempt cannot touch it.
-func (s *spoutTask) emit(p pendingRoot, payload string) {
-	s.seq++
-	springID := tracker.SpringID(s.task, s.seq)
-	initXor, err := s.col.emitRoot(springID, rootContentID(s.scope, p.id), p.time, payload)
+// emit sends one root with a fresh springId, and its init to its acker
+// at the next flush.
+func (s *spoutTask) emit(p tracker.PendingRoot, payload string) {
+	springID := s.core.NextSpringID()
+	initXor, err := s.col.emitRoot(springID, rootContentID(s.scope, p.ID), p.Time, payload)
 	if err != nil {
 		s.deadLetter(p, payload, err.Error())
 		return
 	}
 	if !s.env.tracking() {
 		s.st.Completed++
-		s.src.Done(p.id)
+		s.src.Done(p.ID)
 		return
 	}
-	p.deadline = s.deadline
-	s.pending.put(springID, p)
-	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(s.pending.len()))
-	d := s.env.dir.Load()
-	a := d.AckerOf(springID)
-	if a >= len(s.tracks) { // SetAckers added ackers
-		s.tracks = append(s.tracks, make([]*messages.Track, a+1-len(s.tracks))...)
-	}
-	t := s.tracks[a]
-	if t == nil {
-		t = s.env.recycle.track(s.task)
-		t.Version, t.Routing = d.Version, d.Routing
-		s.tracks[a] = t
-	} else if t.Routing != d.Routing {
-		t.Version, t.Routing = 0, 0 // routed by two acker sets: the acker checks each entry
-	}
-	t.SpringIds = append(t.SpringIds, springID)
-	t.InitXors = append(t.InitXors, initXor)
+	s.core.Open(springID, p, initXor, s.env.dir.Load(), s.stamp)
+	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(s.core.Len()))
 }
 
-// setDeadline reads the clock once for a round of emissions.
-func (s *spoutTask) setDeadline() {
-	now := s.env.now()
-	s.stamp = now.UnixNano()
-	s.deadline = now.Add(s.env.cfg.spoutDeadline()).UnixNano()
-}
+// setDeadline reads the clock once for a round of emissions: their time,
+// from which their deadlines run.
+func (s *spoutTask) setDeadline() { s.stamp = s.env.now().UnixNano() }
 
 func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
 	if p := s.res.get(s.env.topo.kindOf(target), s.env.topo.identity(target)); p != nil {
@@ -443,15 +393,12 @@ func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
 
 // flush sends the inits first, so that they usually beat the acks.
 func (s *spoutTask) flush() {
-	for a, t := range s.tracks {
-		if t == nil {
-			continue
-		}
-		s.tracks[a] = nil
-		if p := s.res.get(KindAcker, tracker.AckerIdentity(a)); p != nil {
-			s.root.Send(p, t)
+	s.core.Flush()
+	for _, o := range s.core.Ready() {
+		if p := s.res.get(KindAcker, tracker.AckerIdentity(o.Acker)); p != nil {
+			s.root.Send(p, o.Msg)
 		} else {
-			s.env.log.Errorf("spout %s: no member hosts %s; its roots will replay at their deadline", s.info.Component, tracker.AckerIdentity(a))
+			s.env.log.Errorf("spout %s: no member hosts %s; its roots will replay at their deadline", s.info.Component, tracker.AckerIdentity(o.Acker))
 		}
 	}
 	s.col.flush()
@@ -461,13 +408,13 @@ func (s *spoutTask) completed(m *messages.Completed) {
 	// A root was emitted a deadline's length before its deadline.
 	emittedBy := s.env.now().UnixNano() + int64(s.env.cfg.spoutDeadline())
 	for _, id := range m.SpringIds {
-		p, ok := s.pending.take(id)
+		p, ok := s.core.Settle(id)
 		if !ok {
 			continue // an earlier attempt's, or a duplicate: the root moved on
 		}
-		s.lat.record(time.Duration(emittedBy - p.deadline))
+		s.lat.record(time.Duration(emittedBy - p.Deadline))
 		s.st.Completed++
-		s.src.Done(p.id)
+		s.src.Done(p.ID)
 	}
 	s.refill()
 }
@@ -475,7 +422,7 @@ func (s *spoutTask) completed(m *messages.Completed) {
 // refill pulls again once a batch worth of room is free (small pulls make
 // small tuple batches all the way down), or to finish an exhausted source.
 func (s *spoutTask) refill() {
-	if s.env.cfg.MaxPending-s.pending.len() >= min(s.env.cfg.BatchSize, s.env.cfg.MaxPending/2+1) || s.exhausted {
+	if s.env.cfg.MaxPending-s.inFlight() >= min(s.env.cfg.BatchSize, s.env.cfg.MaxPending/2+1) || s.exhausted {
 		s.pull()
 	}
 }
@@ -487,7 +434,7 @@ func (s *spoutTask) failed(m *messages.Failed) {
 	}
 	s.setDeadline()
 	for _, id := range m.SpringIds {
-		p, ok := s.pending.take(id)
+		p, ok := s.core.Settle(id)
 		if !ok {
 			continue
 		}
@@ -502,40 +449,40 @@ func (s *spoutTask) failed(m *messages.Failed) {
 }
 
 // retry replays a failed root, or dead-letters it after MaxReplays replays.
-func (s *spoutTask) retry(p pendingRoot, reason string) {
+func (s *spoutTask) retry(p tracker.PendingRoot, reason string) {
 	if rd, ok := s.src.(source.Redeliverer); ok {
 		s.redeliver(rd, p, reason)
 		return
 	}
-	payload, err := s.src.Replay(p.id)
+	payload, err := s.src.Replay(p.ID)
 	switch {
 	case errors.Is(err, source.ErrReleased):
-		s.env.log.Debugf("spout %s/%d: root %d: %v", s.info.Component, s.info.Index, p.id, err)
+		s.env.log.Debugf("spout %s/%d: root %d: %v", s.info.Component, s.info.Index, p.ID, err)
 	case err != nil:
 		s.deadLetter(p, "", fmt.Sprintf("%s; replay failed: %v", reason, err))
-	case int(p.attempt) >= s.env.cfg.MaxReplays:
-		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.attempt))
+	case !s.core.Replayable(p):
+		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.Attempt))
 	default:
 		s.st.Replayed++
-		p.attempt++
+		p.Attempt++
 		s.emit(p, payload)
 	}
 }
 
 // redeliver leaves a failed root to its broker, which hands it out again
 // through Next; a root out of replays is dead-lettered as usual.
-func (s *spoutTask) redeliver(rd source.Redeliverer, p pendingRoot, reason string) {
-	if int(p.attempt) >= s.env.cfg.MaxReplays {
-		payload, _ := s.src.Replay(p.id) // for the dead letter, if the source kept it
-		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.attempt))
+func (s *spoutTask) redeliver(rd source.Redeliverer, p tracker.PendingRoot, reason string) {
+	if !s.core.Replayable(p) {
+		payload, _ := s.src.Replay(p.ID) // for the dead letter, if the source kept it
+		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.Attempt))
 		return
 	}
 	s.st.Replayed++
-	if err := rd.Redeliver(p.id, p.attempt); err != nil {
+	if err := rd.Redeliver(p.ID, p.Attempt); err != nil {
 		// The broker redelivers an unanswered root anyway, once its ack
 		// wait is over (always so for a root this task took over from a
 		// moved one, whose connection held it): it comes back all the same.
-		s.env.log.Warnf("spout %s/%d: redelivering root %d: %v", s.info.Component, s.info.Index, p.id, err)
+		s.env.log.Warnf("spout %s/%d: redelivering root %d: %v", s.info.Component, s.info.Index, p.ID, err)
 	}
 	// The root is the broker's again, and counts as a root of whichever
 	// task it hands it to next (maybe another): Roots stays a count of
@@ -548,11 +495,11 @@ func (s *spoutTask) redeliver(rd source.Redeliverer, p pendingRoot, reason strin
 	}
 }
 
-func (s *spoutTask) deadLetter(p pendingRoot, payload, reason string) {
+func (s *spoutTask) deadLetter(p tracker.PendingRoot, payload, reason string) {
 	s.st.DeadLettered++
-	s.env.cfg.DeadLetters.DeadLetter(DeadLetter{Component: s.info.Component, Task: s.task, RootID: p.id,
-		Payload: payload, Attempts: int(p.attempt) + 1, Reason: reason})
-	s.src.Done(p.id)
+	s.env.cfg.DeadLetters.DeadLetter(DeadLetter{Component: s.info.Component, Task: s.task, RootID: p.ID,
+		Payload: payload, Attempts: int(p.Attempt) + 1, Reason: reason})
+	s.src.Done(p.ID)
 }
 
 // tick fails roots past their own deadline (their acker may be gone) and
@@ -560,7 +507,7 @@ func (s *spoutTask) deadLetter(p pendingRoot, payload, reason string) {
 func (s *spoutTask) tick() {
 	now := s.env.now().UnixNano()
 	s.setDeadline()
-	s.expired = s.pending.takeExpired(now, s.expired[:0])
+	s.expired = s.core.Expired(now, s.expired[:0])
 	for _, p := range s.expired {
 		s.st.Failed++
 		s.st.TimedOut++
@@ -580,7 +527,7 @@ func (s *spoutTask) report() {
 }
 
 func (s *spoutTask) snapshot() *messages.TaskReport {
-	s.st.InFlight = uint64(s.pending.len())
+	s.st.InFlight = uint64(s.inFlight())
 	s.st.Emitted = s.col.emitted
 	r := &messages.TaskReport{}
 	*r = messages.TaskReport{Task: s.st.Task, Done: s.st.Done, Roots: s.st.Roots, Completed: s.st.Completed,
@@ -595,9 +542,17 @@ func (s *spoutTask) snapshot() *messages.TaskReport {
 }
 
 func (s *spoutTask) maybeFinish() {
-	if s.exhausted && s.pending.len() == 0 {
+	if s.exhausted && s.inFlight() == 0 {
 		s.finish()
 	}
+}
+
+// inFlight is the roots in flight; none before the task is activated.
+func (s *spoutTask) inFlight() int {
+	if s.core == nil {
+		return 0
+	}
+	return s.core.Len()
 }
 
 // finish drains the topology below this task and reports it done.

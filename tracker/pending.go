@@ -1,4 +1,4 @@
-package actors
+package tracker
 
 import "math/bits"
 
@@ -11,14 +11,14 @@ import "math/bits"
 type pendingSet struct {
 	ring  []pendingSlot
 	mask  uint64
-	spill map[uint64]pendingRoot
+	spill map[uint64]PendingRoot
 	n     int
 }
 
 type pendingSlot struct {
 	springID uint64
 	used     bool
-	p        pendingRoot
+	p        PendingRoot
 }
 
 // maxPendingRing bounds the ring: 64 Ki slots, 3 MiB.
@@ -27,7 +27,7 @@ const maxPendingRing = 1 << 16
 // newPendingSet makes a set for about inFlight roots in flight.
 func newPendingSet(inFlight int) *pendingSet {
 	size := min(1<<bits.Len(uint(max(2*inFlight-1, 1))), maxPendingRing)
-	return &pendingSet{ring: make([]pendingSlot, size), mask: uint64(size - 1), spill: map[uint64]pendingRoot{}}
+	return &pendingSet{ring: make([]pendingSlot, size), mask: uint64(size - 1), spill: map[uint64]PendingRoot{}}
 }
 
 // len is the roots in the set; a nil set (a task not yet started) is empty
@@ -40,7 +40,7 @@ func (s *pendingSet) len() int {
 }
 
 // put adds or replaces the root of springID.
-func (s *pendingSet) put(springID uint64, p pendingRoot) {
+func (s *pendingSet) put(springID uint64, p PendingRoot) {
 	slot := &s.ring[springID&s.mask]
 	if slot.used && slot.springID == springID {
 		slot.p = p
@@ -60,9 +60,9 @@ func (s *pendingSet) put(springID uint64, p pendingRoot) {
 }
 
 // take removes and returns the root of springID.
-func (s *pendingSet) take(springID uint64) (pendingRoot, bool) {
+func (s *pendingSet) take(springID uint64) (PendingRoot, bool) {
 	if s == nil {
-		return pendingRoot{}, false
+		return PendingRoot{}, false
 	}
 	slot := &s.ring[springID&s.mask]
 	if slot.used && slot.springID == springID {
@@ -80,7 +80,7 @@ func (s *pendingSet) take(springID uint64) (pendingRoot, bool) {
 }
 
 // each calls f with every root; f must not change the set.
-func (s *pendingSet) each(f func(springID uint64, p pendingRoot)) {
+func (s *pendingSet) each(f func(springID uint64, p PendingRoot)) {
 	if s == nil {
 		return
 	}
@@ -96,19 +96,19 @@ func (s *pendingSet) each(f func(springID uint64, p pendingRoot)) {
 
 // takeExpired removes the roots whose deadline is before now and appends
 // them (springId order is not kept) to out.
-func (s *pendingSet) takeExpired(now int64, out []pendingRoot) []pendingRoot {
+func (s *pendingSet) takeExpired(now int64, out []PendingRoot) []PendingRoot {
 	if s == nil {
 		return out
 	}
 	for i := range s.ring {
-		if sl := &s.ring[i]; sl.used && now > sl.p.deadline {
+		if sl := &s.ring[i]; sl.used && now > sl.p.Deadline {
 			out = append(out, sl.p)
 			*sl = pendingSlot{}
 			s.n--
 		}
 	}
 	for id, p := range s.spill {
-		if now > p.deadline {
+		if now > p.Deadline {
 			out = append(out, p)
 			delete(s.spill, id)
 			s.n--

@@ -1,4 +1,4 @@
-package actors
+package tracker
 
 import (
 	"cmp"
@@ -16,7 +16,7 @@ func TestPendingSetAgainstMap(t *testing.T) {
 		for seed := range uint64(5) {
 			rng := rand.New(rand.NewPCG(seed, uint64(max)))
 			s := newPendingSet(max)
-			model := map[uint64]pendingRoot{}
+			model := map[uint64]PendingRoot{}
 			next := rng.Uint64N(1 << 40)
 			for step := range 20_000 {
 				switch r := rng.IntN(100); {
@@ -25,12 +25,12 @@ func TestPendingSetAgainstMap(t *testing.T) {
 					if rng.IntN(50) == 0 {
 						next += uint64(rng.IntN(1 << 20)) // a new task, or a random restart
 					}
-					p := pendingRoot{id: next, deadline: int64(rng.IntN(1000))}
+					p := PendingRoot{ID: next, Deadline: int64(rng.IntN(1000))}
 					s.put(next, p)
 					model[next] = p
 				case r < 50 && len(model) > 0: // a replacement of one in flight
 					id := slices.Collect(maps.Keys(model))[rng.IntN(len(model))]
-					p := pendingRoot{id: id, attempt: 1, deadline: int64(rng.IntN(1000))}
+					p := PendingRoot{ID: id, Attempt: 1, Deadline: int64(rng.IntN(1000))}
 					s.put(id, p)
 					model[id] = p
 				case r < 93: // a root finishes: an old one, mostly
@@ -46,23 +46,23 @@ func TestPendingSetAgainstMap(t *testing.T) {
 					}
 				case r < 95: // the deadline passes for some
 					now := int64(rng.IntN(1000))
-					var want []pendingRoot
+					var want []PendingRoot
 					for id, p := range model {
-						if now > p.deadline {
+						if now > p.Deadline {
 							want = append(want, p)
 							delete(model, id)
 						}
 					}
 					got := s.takeExpired(now, nil)
-					byID := func(a, b pendingRoot) int { return cmp.Compare(a.id, b.id) }
+					byID := func(a, b PendingRoot) int { return cmp.Compare(a.ID, b.ID) }
 					slices.SortFunc(got, byID)
 					slices.SortFunc(want, byID)
 					if !slices.Equal(got, want) {
 						t.Fatalf("max %d seed %d step %d: expired %v, want %v", max, seed, step, got, want)
 					}
 				default: // a walk sees every root once
-					seen := map[uint64]pendingRoot{}
-					s.each(func(id uint64, p pendingRoot) {
+					seen := map[uint64]PendingRoot{}
+					s.each(func(id uint64, p PendingRoot) {
 						if _, dup := seen[id]; dup {
 							t.Fatalf("each saw %d twice", id)
 						}
@@ -87,23 +87,23 @@ func BenchmarkPendingSet(b *testing.B) {
 	b.Run("set", func(b *testing.B) {
 		s := newPendingSet(inFlight)
 		for i := range uint64(inFlight) {
-			s.put(i, pendingRoot{id: i})
+			s.put(i, PendingRoot{ID: i})
 		}
 		id := uint64(inFlight)
 		for b.Loop() {
-			s.put(id, pendingRoot{id: id})
+			s.put(id, PendingRoot{ID: id})
 			s.take(id - inFlight)
 			id++
 		}
 	})
 	b.Run("map", func(b *testing.B) {
-		m := map[uint64]pendingRoot{}
+		m := map[uint64]PendingRoot{}
 		for i := range uint64(inFlight) {
-			m[i] = pendingRoot{id: i}
+			m[i] = PendingRoot{ID: i}
 		}
 		id := uint64(inFlight)
 		for b.Loop() {
-			m[id] = pendingRoot{id: id}
+			m[id] = PendingRoot{ID: id}
 			delete(m, id-inFlight)
 			id++
 		}
@@ -115,5 +115,5 @@ func TestPendingSetNil(t *testing.T) {
 	if _, ok := s.take(1); ok || s.len() != 0 || len(s.takeExpired(1, nil)) != 0 {
 		t.Fatal("a nil set is not empty")
 	}
-	s.each(func(uint64, pendingRoot) { t.Fatal("a nil set has a root") })
+	s.each(func(uint64, PendingRoot) { t.Fatal("a nil set has a root") })
 }

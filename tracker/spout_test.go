@@ -1,0 +1,127 @@
+package tracker
+
+import (
+	"testing"
+
+	"github.com/acktor/acktor/messages"
+)
+
+// newSpout is spout task 5's tracker with a sequence starting at seq.
+func newSpout(seq uint64) *Spout {
+	return NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 2, Deadline: 100, Draw: func() uint64 { return seq }})
+}
+
+// TestSeqMeets: a resumed spout task's sequence start is drawn again when a
+// restored root's springId lies among the ids it is about to give.
+func TestSeqMeets(t *testing.T) {
+	const task = uint64(5) << SpringBits
+	for _, tc := range []struct {
+		name string
+		seq  uint64
+		ids  []uint64
+		want bool
+	}{
+		{"none restored", 1000, nil, false},
+		{"the next id", 1000, []uint64{task | 1001}, true},
+		{"the current id (given already)", 1000, []uint64{task | 1000}, false},
+		{"2^36 ahead", 1000, []uint64{task | (1000 + 1<<36)}, true},
+		{"past 2^36 ahead", 1000, []uint64{task | (1001 + 1<<36)}, false},
+		{"behind", 1000, []uint64{task | 10}, false},
+		{"across the wrap of the sequence", 1<<SpringBits - 2, []uint64{task | 3}, true},
+		{"one of several", 1000, []uint64{task | 10, task | 5000, task | 1<<39}, true},
+	} {
+		if got := newSpout(tc.seq).seqMeets(tc.ids); got != tc.want {
+			t.Errorf("%s: seqMeets = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSpoutRestoreDrawsAgain: a task resumed from a state whose roots'
+// springIds its sequence would give again draws another start, and keeps
+// the roots.
+func TestSpoutRestoreDrawsAgain(t *testing.T) {
+	draws := []uint64{1000, 1000, 1 << 30}
+	s := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 2, Deadline: 100, Draw: func() uint64 {
+		d := draws[0]
+		draws = draws[1:]
+		return d
+	}})
+	restored := []uint64{SpringID(5, 1001)}
+	s.Restore(restored, []PendingRoot{{ID: 7, Deadline: 50}})
+	if id := s.NextSpringID(); id != SpringID(5, 1<<30+1) || s.Len() != 1 {
+		t.Fatalf("next springId %x after restore, %d in flight", id, s.Len())
+	}
+	if r, ok := s.Settle(restored[0]); !ok || r.ID != 7 {
+		t.Fatalf("restored root %+v %v", r, ok)
+	}
+}
+
+// TestSpoutTracks: a spout task's inits go to the acker the ring names for
+// each springId, one Track per acker per flush, stamped with the acker set
+// they were routed by, and with none once they were routed by two; a root
+// stays in flight until it settles or its deadline passes.
+//
+// Reference: the tracking paper §3.2 (roots placed on ackers by the ring).
+func TestSpoutTracks(t *testing.T) {
+	s := newSpout(1000)
+	d := NewDirectory(1, 3, 0)
+	var ids []uint64
+	inits := map[uint64]uint64{}
+	for i := range 4 {
+		id := s.NextSpringID()
+		ids, inits[id] = append(ids, id), uint64(i)+1
+		s.Open(id, PendingRoot{ID: uint64(i)}, uint64(i)+1, d, 10)
+	}
+	if !s.Full() || s.Len() != 4 {
+		t.Fatalf("%d in flight, full %v; want 4, full", s.Len(), s.Full())
+	}
+	s.Flush()
+	seen := 0
+	for _, o := range s.Ready() {
+		m := o.Msg.(*messages.Track)
+		if o.Dest != ToAcker || m.Task != 5 || m.Routing != d.Routing || m.Version != 1 {
+			t.Fatalf("out %+v: %+v", o, m)
+		}
+		for i, id := range m.SpringIds {
+			if d.AckerOf(id) != o.Acker || m.InitXors[i] != inits[id] {
+				t.Fatalf("springId %x sent to acker/%d with init %d; owned by acker/%d, init %d", id, o.Acker, m.InitXors[i], d.AckerOf(id), inits[id])
+			}
+			seen++
+		}
+	}
+	if seen != 4 || len(s.Ready()) != 0 {
+		t.Fatalf("%d inits sent, want 4 once", seen)
+	}
+	// Routed by two acker sets between flushes: the Track says none.
+	d2 := NewDirectory(2, 1, 0)
+	one := NewDirectory(1, 1, 7)
+	s.Open(s.NextSpringID(), PendingRoot{}, 1, one, 10)
+	s.Open(s.NextSpringID(), PendingRoot{}, 1, d2, 10)
+	s.Flush()
+	if out := s.Ready(); len(out) != 1 || out[0].Msg.(*messages.Track).Routing != 0 || out[0].Msg.(*messages.Track).Version != 0 {
+		t.Fatalf("a Track routed by two sets: %+v", out)
+	}
+	if r, ok := s.Settle(ids[1]); !ok || r.ID != 1 || r.Deadline != 110 {
+		t.Fatalf("settled %+v %v", r, ok)
+	}
+	if _, ok := s.Settle(ids[1]); ok {
+		t.Fatal("settled twice")
+	}
+	if exp := s.Expired(110, nil); len(exp) != 0 {
+		t.Fatalf("expired at the deadline: %v", exp)
+	}
+	if exp := s.Expired(111, nil); len(exp) != 5 || s.Len() != 0 {
+		t.Fatalf("expired past the deadline: %d, %d left", len(exp), s.Len())
+	}
+}
+
+// TestSpoutReplayable: a failed root replays until MaxReplays, then is
+// dead-lettered.
+func TestSpoutReplayable(t *testing.T) {
+	s := newSpout(1)
+	for attempt, want := range []bool{true, true, false, false} {
+		if got := s.Replayable(PendingRoot{Attempt: int32(attempt)}); got != want {
+			t.Errorf("attempt %d: replayable %v", attempt, got)
+		}
+	}
+}
