@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,6 +268,11 @@ type jetStreamSource struct {
 	pending, inHand int64
 
 	closed bool // set by Close; Next, Done, ... run on the spout's goroutine
+
+	// termReason says the server honours a termination that gives a
+	// reason (2.10.4 on); older servers ignore it, and the message came
+	// back every AckWait.
+	termReason bool
 }
 
 func openJetStream(cfg Config, name string, task, tasks int) (*jetStreamSource, error) {
@@ -305,13 +312,14 @@ func newJetStreamSource(cfg Config, name string, nc *nats.Conn) (*jetStreamSourc
 	}
 	buffer := jetStreamReadAhead * cfg.Fetch
 	s := &jetStreamSource{
-		cfg:    cfg,
-		name:   name,
-		nc:     nc,
-		cons:   cons,
-		last:   stream.CachedInfo().State.LastSeq,
-		epoch:  time.Now(),
-		buffer: buffer,
+		termReason: versionAtLeast(nc.ConnectedServerVersion(), 2, 10, 4),
+		cfg:        cfg,
+		name:       name,
+		nc:         nc,
+		cons:       cons,
+		last:       stream.CachedInfo().State.LastSeq,
+		epoch:      time.Now(),
+		buffer:     buffer,
 		// What the client library holds when consuming pauses comes on top.
 		ready: make(chan jsItem, buffer+cfg.Fetch),
 		space: make(chan struct{}, 1),
@@ -638,7 +646,11 @@ func (s *jetStreamSource) Done(id uint64) {
 		return
 	}
 	if h.dead {
-		_ = h.msg.TermWithReason("dead-lettered")
+		if s.termReason {
+			_ = h.msg.TermWithReason("dead-lettered")
+		} else {
+			_ = h.msg.Term()
+		}
 		return
 	}
 	_ = h.msg.Ack()
@@ -706,4 +718,23 @@ func (s *jetStreamSource) Close() error {
 		return fmt.Errorf("source: jetstream %s: sending acks at close: %w", s.name, err)
 	}
 	return nil
+}
+
+// versionAtLeast says whether a server version such as "2.9.10" or
+// "2.11.0-beta.2" is major.minor.patch or later; an unreadable one is not.
+func versionAtLeast(version string, major, minor, patch int) bool {
+	version, _, _ = strings.Cut(version, "-")
+	var v [3]int
+	parts := strings.Split(version, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return false
+		}
+		v[i] = n
+	}
+	return slices.Compare(v[:], []int{major, minor, patch}) >= 0
 }

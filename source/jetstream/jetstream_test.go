@@ -25,7 +25,8 @@ import (
 // jsServer is an embedded nats-server with JetStream and one stream "S" on
 // the subjects "s.>", with a client connection for the test's own use.
 type jsServer struct {
-	srv     *server.Server
+	srv     *server.Server // nil for the system's nats-server
+	url     string
 	stopSrv func()
 	nc      *nats.Conn
 	js      jetstream.JetStream
@@ -36,9 +37,21 @@ type jsServer struct {
 func startJetStream(tb testing.TB) *jsServer {
 	tb.Helper()
 	srv, stop := testserver.JetStream(tb)
-	s := &jsServer{srv: srv, stopSrv: stop}
+	return connectJetStream(tb, &jsServer{srv: srv, url: srv.ClientURL(), stopSrv: stop})
+}
+
+// startSystemJetStream is startJetStream on the system's nats-server, the
+// version users install (Debian's 2.9), which the test starts and stops.
+func startSystemJetStream(tb testing.TB) *jsServer {
+	tb.Helper()
+	return connectJetStream(tb, &jsServer{url: testserver.NatsServer(tb), stopSrv: func() {}})
+}
+
+// connectJetStream connects to s and makes its stream "S".
+func connectJetStream(tb testing.TB, s *jsServer) *jsServer {
+	tb.Helper()
 	var err error
-	if s.nc, err = nats.Connect(srv.ClientURL()); err != nil {
+	if s.nc, err = nats.Connect(s.url); err != nil {
 		s.stop()
 		tb.Fatal(err)
 	}
@@ -97,7 +110,7 @@ func (s *jsServer) consumer(tb testing.TB, name string) *jetstream.ConsumerInfo 
 
 // config is a source configuration for consumer "C" of the server.
 func (s *jsServer) config() Config {
-	return Config{URL: s.srv.ClientURL(), Stream: "S", Consumer: "C", StopAtEnd: true}
+	return Config{URL: s.url, Stream: "S", Consumer: "C", StopAtEnd: true}
 }
 
 func openJS(tb testing.TB, cfg Config, task, tasks int) *jetStreamSource {
@@ -678,5 +691,58 @@ func TestJetStreamBacklog(t *testing.T) {
 	}
 	if n := src.Backlog(); n != 0 {
 		t.Fatalf("backlog %d after all 50, want 0", n)
+	}
+}
+
+// TestJetStreamDeadLetterEnds: a dead-lettered message is terminated for
+// good, on the embedded server and on the one users install (Debian's
+// nats-server 2.9, which ignores a termination that gives a reason: the
+// message came back every AckWait, dead-lettered again each time).
+func TestJetStreamDeadLetterEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start func(testing.TB) *jsServer
+	}{
+		{"embedded", startJetStream},
+		{"system nats-server", startSystemJetStream},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.start(t)
+			defer s.stop()
+			s.publish(t, "bad")
+			cfg := s.config()
+			cfg.StopAtEnd, cfg.AckWait = false, MinAckWait
+			src := openJS(t, cfg, 0, 1)
+			defer src.Close()
+			r, err := nextRoot(t, src, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := src.Replay(r.ID); err != nil { // out of replays: the spout dead-letters it
+				t.Fatal(err)
+			}
+			src.Done(r.ID)
+			time.Sleep(10 * MinAckWait)
+			if r, err := src.Next(); !errors.Is(err, source.ErrNotReady) {
+				t.Fatalf("after the dead letter, Next() = %+v, %v: the message came back", r, err)
+			}
+			if info := s.consumer(t, "C"); info.NumAckPending != 0 || info.NumRedelivered != 0 {
+				t.Fatalf("consumer: %d pending acks, %d redelivered", info.NumAckPending, info.NumRedelivered)
+			}
+		})
+	}
+}
+
+func TestVersionAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		want    bool
+	}{
+		{"2.10.4", true}, {"2.10.3", false}, {"2.9.10", false}, {"2.11.0", true}, {"3.0.0", true},
+		{"2.10.4-beta.1", true}, {"2.10.10", true}, {"1.99.99", false}, {"", false}, {"2.10", false}, {"x.y.z", false},
+	} {
+		if got := versionAtLeast(tc.version, 2, 10, 4); got != tc.want {
+			t.Errorf("versionAtLeast(%q, 2.10.4) = %v", tc.version, got)
+		}
 	}
 }
