@@ -37,6 +37,26 @@ func latencyUpper(i int) time.Duration {
 
 func (h *latencyHistogram) record(d time.Duration) { h[latencyBucket(d)]++ }
 
+// LatencyBucket is a bucket of a Prometheus-style histogram of complete
+// latencies: how many were at most Upper.
+type LatencyBucket struct {
+	Upper      time.Duration
+	Cumulative uint64
+}
+
+// buckets is h as cumulative buckets at every power of two of
+// microseconds, from 8 µs (where the log-linear buckets align), and the
+// count of all.
+func (h *latencyHistogram) buckets() (out []LatencyBucket, count uint64) {
+	for i, c := range h {
+		count += c
+		if i >= 4 && (i-4)%4 == 3 || i == len(h)-1 {
+			out = append(out, LatencyBucket{Upper: latencyUpper(i), Cumulative: count})
+		}
+	}
+	return out, count
+}
+
 func (h *latencyHistogram) add(counts []uint64) {
 	for i, n := range counts[:min(len(counts), latencyBuckets)] {
 		h[i] += n

@@ -334,6 +334,11 @@ type Progress struct {
 	// root's last emission to its tree's completion, over the whole run
 	// (log buckets: at most 25 % above the truth).
 	LatencyP50, LatencyP99 time.Duration
+	// Latency holds the same latencies as a histogram: cumulative counts at
+	// every power of two of microseconds, with their count and sum.
+	Latency      []LatencyBucket
+	LatencyCount uint64
+	LatencySum   time.Duration
 }
 
 // announceFor is how long after a membership change a run keeps announcing
@@ -673,6 +678,7 @@ func (r *reporter) progress() Progress {
 	var lat latencyHistogram
 	for _, t := range r.tasks {
 		lat.add(t.Latency)
+		p.LatencySum += time.Duration(t.LatencySumMicros) * time.Microsecond
 		p.Roots += t.Roots
 		p.Completed += t.Completed
 		p.Failed += t.Failed
@@ -689,6 +695,7 @@ func (r *reporter) progress() Progress {
 		}
 	}
 	p.LatencyP50, p.LatencyP99 = lat.quantile(0.5), lat.quantile(0.99)
+	p.Latency, p.LatencyCount = lat.buckets()
 	return p
 }
 

@@ -50,6 +50,7 @@ type spoutTask struct {
 	finished  bool
 	st        messages.TaskReport
 	lat       latencyHistogram
+	latSum    uint64                // µs, the sum of what lat counts
 	expired   []tracker.PendingRoot // scratch of tick
 	fwd       *forwarder            // set once the task moved to another member
 	early     []any                 // Completed and Failed that came before StartSpout
@@ -228,6 +229,7 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 		s.st.Replayed, s.st.DeadLettered, s.st.PeakInFlight = r.Replayed, r.DeadLettered, r.PeakInFlight
 		s.col.emitted = r.Emitted
 		s.lat.add(r.Latency)
+		s.latSum += r.LatencySumMicros
 	}
 }
 
@@ -412,7 +414,9 @@ func (s *spoutTask) completed(m *messages.Completed) {
 		if !ok {
 			continue // an earlier attempt's, or a duplicate: the root moved on
 		}
-		s.lat.record(time.Duration(emittedBy - p.Deadline))
+		d := time.Duration(emittedBy - p.Deadline)
+		s.lat.record(d)
+		s.latSum += uint64(max(d, 0) / time.Microsecond)
 		s.st.Completed++
 		s.src.Done(p.ID)
 	}
@@ -538,6 +542,7 @@ func (s *spoutTask) snapshot() *messages.TaskReport {
 		n--
 	}
 	r.Latency = slices.Clone(s.lat[:n])
+	r.LatencySumMicros = s.latSum
 	return r
 }
 

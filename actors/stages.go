@@ -127,6 +127,14 @@ type Stage struct {
 	// (messages one server handles per second of handling).
 	Arrivals float64 `json:"arrivals_per_second"`
 	Service  float64 `json:"service_per_second"`
+	// Posted, Handled and BusySeconds are the counts λ and μ are taken
+	// from, since the runtime was made, for rates over any span (PromQL's
+	// rate): messages posted to the stage's mailboxes (none for the source,
+	// whose arrivals are a broker's backlog), messages handled (the
+	// source: roots taken) and seconds spent handling them.
+	Posted      uint64  `json:"posted"`
+	Handled     uint64  `json:"handled"`
+	BusySeconds float64 `json:"busy_seconds"`
 	// Model is the M/M/c prediction for λ, μ and the servers: one queue
 	// that any idle task takes from. Each task actor has a mailbox of its
 	// own, though, and groupings split the arrivals among them, so Split
@@ -181,10 +189,10 @@ func newStages(now func() time.Time, period uint64) *stages {
 	return s
 }
 
-// sourceStage names the queue in front of the spout tasks: the records
+// SourceStage names the queue in front of the spout tasks: the records
 // their sources' brokers (a Kafka partition, a JetStream consumer, the
 // ingest log) hold for them, served by the spout tasks.
-const sourceStage = "source"
+const SourceStage = "source"
 
 // sourceMeter counts the roots spout tasks on this member take from their
 // sources and, for sources that tell (source.Backlogger), what waits there.
@@ -224,7 +232,7 @@ func (s *stages) sample() map[string]stageSample {
 	}
 	known := uint64(min(len(s.source.backlog), 1))
 	s.source.mu.Unlock()
-	now[sourceStage] = stageSample{at: sp.at, posted: taken + backlog, received: taken, served: taken,
+	now[SourceStage] = stageSample{at: sp.at, posted: taken + backlog, received: taken, served: taken,
 		seenSum: backlog, seenN: known, busy: sp.busy, servers: sp.servers}
 	return now
 }
@@ -257,13 +265,13 @@ func (s *stages) report(threshold float64, warn func(Stage)) []Stage {
 		s.history = s.history[1:]
 	}
 	names := stageNames
-	if now[sourceStage].seenN > 0 {
-		names = append([]string{sourceStage}, names...)
+	if now[SourceStage].seenN > 0 {
+		names = append([]string{SourceStage}, names...)
 	}
 	out := make([]Stage, 0, len(names))
 	for _, n := range names {
 		st, queue := measure(n, base[n], now[n]), "its mailboxes grow"
-		if n == sourceStage {
+		if n == SourceStage {
 			st, queue = measureSource(base[n], now[n]), "the backlog at its broker grows"
 		}
 		if st.Model.Rho >= threshold && st.Model.Rho > 0 {
@@ -291,7 +299,8 @@ func (s *stages) report(threshold float64, warn func(Stage)) []Stage {
 
 // measure is a stage's load between two samples.
 func measure(name string, a, b stageSample) Stage {
-	st := Stage{Name: name, Servers: int(b.servers), Queued: int64(b.posted - b.received)}
+	st := Stage{Name: name, Servers: int(b.servers), Queued: int64(b.posted - b.received),
+		Posted: b.posted, Handled: b.served, BusySeconds: float64(b.busy) / 1e9}
 	dt := float64(b.at-a.at) / 1e9
 	if dt <= 0 {
 		return st
@@ -317,7 +326,8 @@ func measure(name string, a, b stageSample) Stage {
 // (taken, plus the growth of the backlog) per second, roots the spout tasks
 // take per second of their work, and the backlog now, all of it waiting.
 func measureSource(a, b stageSample) Stage {
-	st := Stage{Name: sourceStage, Servers: int(b.servers), Queued: int64(b.seenSum)}
+	st := Stage{Name: SourceStage, Servers: int(b.servers), Queued: int64(b.seenSum),
+		Handled: b.served, BusySeconds: float64(b.busy) / 1e9}
 	dt := float64(b.at-a.at) / 1e9
 	if dt <= 0 {
 		return st

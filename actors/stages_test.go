@@ -129,7 +129,7 @@ func TestSourceStage(t *testing.T) {
 	c := &fakeClock{t: time.Unix(1000, 0)}
 	s := newStages(c.now, 1)
 	for _, st := range s.report(0.9, nil) {
-		if st.Name == sourceStage {
+		if st.Name == SourceStage {
 			t.Fatal("a source row with no source that tells its backlog")
 		}
 	}
@@ -146,12 +146,12 @@ func TestSourceStage(t *testing.T) {
 	rows := s.report(0.9, nil)
 	got := rows[0]
 	// 50 taken and 80 waiting came in 2 s; 50 roots in 1 s of spout work.
-	if got.Name != sourceStage || len(rows) != 5 || got.Servers != 1 || !near(got.Arrivals, 65, 1e-9) ||
+	if got.Name != SourceStage || len(rows) != 5 || got.Servers != 1 || !near(got.Arrivals, 65, 1e-9) ||
 		!near(got.Service, 50, 1e-9) || got.L != 80 || got.Lq != 80 || got.Queued != 80 || !near(got.Model.Rho, 1.3, 1e-9) || got.Model.Stable {
 		t.Fatalf("source row %+v of %d rows", got, len(rows))
 	}
 	s.source.dropBacklog(3)
-	if rows := s.report(0.9, nil); rows[0].Name == sourceStage {
+	if rows := s.report(0.9, nil); rows[0].Name == SourceStage {
 		t.Fatal("the source row outlived its spout task")
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/cluster"
+	"github.com/acktor/acktor/internal/testserver"
 	"github.com/acktor/acktor/source"
 )
 
@@ -628,7 +629,8 @@ func TestMetrics(t *testing.T) {
 		`acktor_acker_completed_total{acker="acker/0"} `, `acktor_acker_refused_total{acker="acker/0",reason="bad_message"} 0` + "\n",
 		`acktor_window_applied_total{component="words"} 6` + "\n",
 		`acktor_window_keys{component="words"} 3` + "\n", "acktor_ackers 2\n", `acktor_scrape_errors{what="ackers"} 0` + "\n",
-		"acktor_gateway_subscribers 0\n", `acktor_complete_latency_seconds{quantile="0.99"} `, `acktor_stage_servers{stage="acker"} 2` + "\n",
+		"acktor_gateway_subscribers 0\n", `acktor_complete_latency_seconds_bucket{le="+Inf"} 3` + "\n", "acktor_complete_latency_seconds_count 3\n",
+		`acktor_stage_handled_total{stage="acker"} `, `acktor_stage_servers{stage="acker"} 2` + "\n",
 		`acktor_stage_utilisation{stage="counter"} `, "go_goroutines "} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics has no %q", want)
@@ -637,4 +639,5 @@ func TestMetrics(t *testing.T) {
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", b)
 	}
+	testserver.Promtool(t, b)
 }

@@ -37,7 +37,18 @@ func NewMetrics() (*Metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
-	return &Metrics{Registry: reg, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))}, nil
+	return &Metrics{Registry: reg, MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp),
+		sdkmetric.WithView(countsWithoutUnit))}, nil
+}
+
+// countsWithoutUnit clears the unit "1" of Proto.Actor's counts: the
+// exporter would name them by it (protoactor_actor_spawn_count_ratio_total),
+// where Prometheus names a count by what it counts alone.
+func countsWithoutUnit(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
+	if i.Unit != "1" {
+		return sdkmetric.Stream{}, false
+	}
+	return sdkmetric.Stream{Name: i.Name, Description: i.Description}, true
 }
 
 // Close stops the meter provider.
@@ -60,7 +71,7 @@ type collector struct {
 	ackerHandedOver, ackerAdopted, ackerForwarded, ackerRefused            *prometheus.Desc
 	windowApplied, windowDuplicates, windowLate, windowRefused, windowKeys *prometheus.Desc
 	windowEnd, subscribers, droppedSubscribers, scrapeErrors, members      *prometheus.Desc
-	stageServers, stageArrivals, stageService, stageUtilisation            *prometheus.Desc
+	stageServers, stageArrivals, stageHandled, stageBusy, stageUtilisation *prometheus.Desc
 	stageInStage, stageQueued, stageModelInStage, stageWarning             *prometheus.Desc
 }
 
@@ -77,7 +88,7 @@ func newCollector(s *Server) *collector {
 		deadLettered:    d("dead_lettered_total", "Roots given up and sent to the dead-letter sink."),
 		tuples:          d("tuples_total", "Tuples emitted, roots included."),
 		inFlight:        d("in_flight", "Roots in flight."),
-		latency:         d("complete_latency_seconds", "Quantiles of a root's emission to its completion, over the run.", "quantile"),
+		latency:         d("complete_latency_seconds", "A root's emission to its completion, over the run (buckets at every power of two of microseconds)."),
 		ackers:          d("ackers", "Ackers in the current acker set."),
 		ackerSetVersion: d("acker_set_version", "Version of the acker set; each change adds one."),
 		ackerInFlight:   d("acker_in_flight", "Records an acker holds.", "acker"),
@@ -95,14 +106,15 @@ func newCollector(s *Server) *collector {
 		windowLate:         d("window_late_total", "Updates older than the window.", "component"),
 		windowRefused:      d("window_refused_total", "Updates refused (limits, bad values).", "component"),
 		windowKeys:         d("window_keys", "Keys with a nonzero count in the window.", "component"),
-		windowEnd:          d("window_end_seconds", "End of the window, unix seconds.", "component"),
+		windowEnd:          d("window_end_timestamp_seconds", "End of the window, unix seconds.", "component"),
 		subscribers:        d("gateway_subscribers", "WebSocket and SSE streams open."),
 		droppedSubscribers: d("gateway_dropped_subscribers_total", "Streams dropped as slow consumers."),
 		scrapeErrors:       d("scrape_errors", "Questions this scrape could not get answered (a member down).", "what"),
 		members:            d("members", "Cluster members this node sees."),
 		stageServers:       d("stage_servers", "Task actors of a stage on this member.", "stage"),
-		stageArrivals:      d("stage_arrivals_per_second", "Messages posted to a stage's mailboxes (λ), over the last seconds.", "stage"),
-		stageService:       d("stage_service_per_second", "Messages one task of a stage handles per second of work (μ).", "stage"),
+		stageArrivals:      d("stage_arrivals_total", "Messages posted to a stage's mailboxes: λ is their rate (none for the source, whose arrivals are a broker's backlog).", "stage"),
+		stageHandled:       d("stage_handled_total", "Messages a stage handled (the source: roots taken).", "stage"),
+		stageBusy:          d("stage_busy_seconds_total", "Seconds a stage's tasks spent handling messages: μ is the rate of handled over the rate of this.", "stage"),
 		stageUtilisation:   d("stage_utilisation", "λ/(cμ) of a stage; at 1 its mailboxes grow without bound.", "stage"),
 		stageInStage:       d("stage_in_stage", "Mean messages in a stage (queued or handled), measured.", "stage"),
 		stageQueued:        d("stage_queued", "Mean messages waiting in a stage's mailboxes, measured.", "stage"),
@@ -136,8 +148,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.deadLettered, p.DeadLettered)
 		counter(c.tuples, p.Tuples)
 		gauge(c.inFlight, float64(p.InFlight))
-		gauge(c.latency, p.LatencyP50.Seconds(), "0.5")
-		gauge(c.latency, p.LatencyP99.Seconds(), "0.99")
+		buckets := make(map[float64]uint64, len(p.Latency))
+		for _, b := range p.Latency {
+			buckets[b.Upper.Seconds()] = b.Cumulative
+		}
+		ch <- prometheus.MustNewConstHistogram(c.latency, p.LatencyCount, p.LatencySum.Seconds(), buckets)
 	}
 	ackers, err := s.rt.Ackers(s.c)
 	gauge(c.scrapeErrors, b2f(err != nil), "ackers")
@@ -176,8 +191,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.scrapeErrors, float64(failed), "counters")
 	for _, st := range s.rt.Stages() {
 		gauge(c.stageServers, float64(st.Servers), st.Name)
-		gauge(c.stageArrivals, st.Arrivals, st.Name)
-		gauge(c.stageService, st.Service, st.Name)
+		if st.Name != actors.SourceStage {
+			counter(c.stageArrivals, st.Posted, st.Name)
+		}
+		counter(c.stageHandled, st.Handled, st.Name)
+		ch <- prometheus.MustNewConstMetric(c.stageBusy, prometheus.CounterValue, st.BusySeconds, st.Name)
 		gauge(c.stageUtilisation, st.Model.Rho, st.Name)
 		gauge(c.stageInStage, st.L, st.Name)
 		gauge(c.stageQueued, st.Lq, st.Name)

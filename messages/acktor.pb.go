@@ -960,9 +960,10 @@ type TaskReport struct {
 	Total        int64                  `protobuf:"varint,14,opt,name=total,proto3" json:"total,omitempty"`         // spout: roots its source will yield, -1 if unknown
 	// spout: complete latencies (emission to completion) counted in
 	// log-linear buckets of microseconds (actors/latency.go), trailing zeros cut
-	Latency       []uint64 `protobuf:"varint,15,rep,packed,name=latency,proto3" json:"latency,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Latency          []uint64 `protobuf:"varint,15,rep,packed,name=latency,proto3" json:"latency,omitempty"`
+	LatencySumMicros uint64   `protobuf:"varint,16,opt,name=latency_sum_micros,json=latencySumMicros,proto3" json:"latency_sum_micros,omitempty"` // spout: the sum of those latencies
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TaskReport) Reset() {
@@ -1098,6 +1099,13 @@ func (x *TaskReport) GetLatency() []uint64 {
 		return x.Latency
 	}
 	return nil
+}
+
+func (x *TaskReport) GetLatencySumMicros() uint64 {
+	if x != nil {
+		return x.LatencySumMicros
+	}
+	return 0
 }
 
 // AckerStatsRequest asks an acker for its counters; it answers AckerStats.
@@ -1843,7 +1851,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"M\n" +
 	"\x05Drain\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12'\n" +
-	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\x9f\x03\n" +
+	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\xcd\x03\n" +
 	"\n" +
 	"TaskReport\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12\x12\n" +
@@ -1861,7 +1869,8 @@ const file_acktor_proto_rawDesc = "" +
 	"\tprocessed\x18\f \x01(\x04R\tprocessed\x12\x14\n" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
 	"\x05total\x18\x0e \x01(\x03R\x05total\x12\x18\n" +
-	"\alatency\x18\x0f \x03(\x04R\alatency\"\x13\n" +
+	"\alatency\x18\x0f \x03(\x04R\alatency\x12,\n" +
+	"\x12latency_sum_micros\x18\x10 \x01(\x04R\x10latencySumMicros\"\x13\n" +
 	"\x11AckerStatsRequest\"\xea\x03\n" +
 	"\n" +
 	"AckerStats\x12\x0e\n" +

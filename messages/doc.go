@@ -1,5 +1,6 @@
 // Package messages is acktor's wire protocol: the protobuf messages that
-// spouts, processors and ackers exchange (see acktor.proto and DESIGN.md).
+// spouts, processors and ackers exchange (see acktor.proto and
+// docs/architecture.md).
 //
 // Regenerate with `go generate ./messages`. It needs protoc (Debian's
 // protobuf-compiler) and builds protoc-gen-go at the version go.mod pins.

@@ -402,11 +402,12 @@ func TestNodeAckersSet(t *testing.T) {
 	}
 	metrics := scrape(t, url+"/metrics")
 	for _, series := range []string{"acktor_completed_total ", `acktor_acker_in_flight{acker="acker/0"} `,
-		`acktor_window_applied_total{component="count"} `, "protoactor_actor_spawn_count", "go_goroutines "} {
+		`acktor_window_applied_total{component="count"} `, "protoactor_actor_spawn_count_total ", "go_goroutines "} {
 		if !strings.Contains(metrics, series) {
 			t.Fatalf("/metrics has no %s:\n%s", series, metrics)
 		}
 	}
+	testserver.Promtool(t, []byte(metrics)) // a node's whole exposition, Proto.Actor's series included
 	t.Setenv("ACKTOR_TOKEN", "")
 	if err := acktor(t, "ackers", "set", "5", "--gateway", url); err == nil || !strings.Contains(err.Error(), "ACKTOR_TOKEN") {
 		t.Fatalf("ackers set without a token: %v", err)
