@@ -13,8 +13,8 @@ var dashboardHTML []byte
 
 // dashboard serves the page at / and a JSON 404 elsewhere.
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/" {
-		writeError(w, http.StatusNotFound, "no endpoint "+r.Method+" "+r.URL.Path)
+	if r.URL.Path != "/" { // "GET /" is every GET no other endpoint takes
+		s.noEndpoint(w, r)
 		return
 	}
 	h := w.Header()

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,11 +129,28 @@ func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.Field
 	s.mux.HandleFunc("GET /api/stream/counters/{component}", s.streamCounters)
 	s.mux.HandleFunc("POST /api/admin/ackers", s.setAckers)
 	s.mux.HandleFunc("GET /", s.dashboard)
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
-	})
+	s.mux.HandleFunc("/", s.noEndpoint)
 	s.handler = sameOrigin(s.mux)
 	return s
+}
+
+// noEndpoint answers a request no endpoint takes: 405 with the methods the
+// path takes (Allow), or 404 for a path none takes.
+func (s *Server) noEndpoint(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && (pattern != "GET /" || r.URL.Path == "/") {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: the endpoint takes %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
 }
 
 // Handler is the gateway's HTTP handler.

@@ -641,3 +641,34 @@ func TestMetrics(t *testing.T) {
 	}
 	testserver.Promtool(t, b)
 }
+
+// TestWrongMethod: a path that exists answers another method with 405 and
+// the methods it takes; a path that does not, 404.
+func TestWrongMethod(t *testing.T) {
+	srv := running(t, "")
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		allow        string
+	}{
+		{"POST", "/api/status", 405, "GET, HEAD"},
+		{"DELETE", "/api/counters/words", 405, "GET, HEAD"},
+		{"GET", "/api/admin/ackers", 405, "POST"},
+		{"PUT", "/", 405, "GET, HEAD"},
+		{"GET", "/api/nothing", 404, ""},
+		{"POST", "/api/nothing", 404, ""},
+	} {
+		req, err := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.code || res.Header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s: %d, Allow %q; want %d, %q", tc.method, tc.path, res.StatusCode, res.Header.Get("Allow"), tc.code, tc.allow)
+		}
+	}
+}

@@ -159,15 +159,15 @@ func TestIngestPost(t *testing.T) {
 			}
 		})
 	}
-	// Not a POST: the gateway's catch-all.
+	// Not a POST: 405, with the methods the endpoint takes.
 	req, _ := http.NewRequest(http.MethodPut, srv.URL+"/api/ingest", strings.NewReader("a"))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = res.Body.Close()
-	if res.StatusCode != http.StatusNotFound {
-		t.Fatalf("PUT: %d", res.StatusCode)
+	if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "GET, HEAD, POST" {
+		t.Fatalf("PUT: %d, Allow %q", res.StatusCode, res.Header.Get("Allow"))
 	}
 }
 

@@ -27,7 +27,7 @@ type gatewayFlags struct {
 }
 
 func (g *gatewayFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&g.url, "gateway", "http://127.0.0.1:7070", "the driver node's gateway (gateway.address in its config)")
+	cmd.Flags().StringVar(&g.url, "gateway", "http://127.0.0.1:7070", "the driver node's gateway (gateway.address in its config): a URL, or host:port for http://host:port")
 	cmd.Flags().DurationVar(&g.timeout, "request-timeout", 10*time.Second, "how long to wait for the gateway")
 }
 
@@ -44,7 +44,7 @@ func (g *gatewayFlags) call(ctx context.Context, method, path, token string, bod
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(g.url, "/")+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(gatewayURL(g.url), "/")+path, rd)
 	if err != nil {
 		return fmt.Errorf("--gateway %q: %w", g.url, err)
 	}
@@ -71,6 +71,15 @@ func (g *gatewayFlags) call(ctx context.Context, method, path, token string, bod
 		return fmt.Errorf("gateway: answer: %w", err)
 	}
 	return nil
+}
+
+// gatewayURL is the --gateway flag as a URL: host:port, as a node's config
+// gives its gateway's address, is http://host:port.
+func gatewayURL(flag string) string {
+	if strings.Contains(flag, "://") {
+		return flag
+	}
+	return "http://" + flag
 }
 
 func newStatus() *cobra.Command {

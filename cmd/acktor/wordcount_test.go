@@ -209,3 +209,16 @@ func TestOptionErrors(t *testing.T) {
 		t.Fatalf("a field the command does not set: %q", err)
 	}
 }
+
+func TestGatewayURL(t *testing.T) {
+	for _, tc := range []struct{ flag, want string }{
+		{"http://127.0.0.1:7070", "http://127.0.0.1:7070"},
+		{"https://gw.example:443/", "https://gw.example:443/"},
+		{"127.0.0.1:7070", "http://127.0.0.1:7070"},
+		{"localhost:7070", "http://localhost:7070"},
+	} {
+		if got := gatewayURL(tc.flag); got != tc.want {
+			t.Errorf("gatewayURL(%q) = %q, want %q", tc.flag, got, tc.want)
+		}
+	}
+}
