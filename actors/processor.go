@@ -31,6 +31,7 @@ type processorTask struct {
 	ackTimer   bool // a flushAcks is scheduled
 	st         messages.TaskReport
 	lastReport time.Time
+	reportDue  bool          // a reportNow is scheduled
 	fwd        *forwarder    // set once the task moved to another member
 	reporter   *messages.Pid // the run's, as drains name it
 
@@ -68,6 +69,30 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		if p.col != nil {
 			p.col.flushAcks()
 		}
+	case *reportNow:
+		p.reportDue = false
+		p.lastReport = p.env.now()
+		p.report(p.env.reporter.Load())
+	}
+}
+
+// reportNow is the processor's timer message: report what the last
+// batches did, which a report too soon after the one before left out.
+type reportNow struct{}
+
+// reportSoon reports at most once every ReportEvery; a report due sooner
+// goes out when the interval is over, so that the run's progress catches
+// up once the input goes idle.
+func (p *processorTask) reportSoon() {
+	now := p.env.now()
+	wait := p.env.cfg.ReportEvery - now.Sub(p.lastReport)
+	switch {
+	case wait <= 0:
+		p.lastReport = now
+		p.report(p.env.reporter.Load())
+	case !p.reportDue:
+		p.reportDue = true
+		scheduler.NewTimerScheduler(p.root).SendOnce(wait, p.self, &reportNow{})
 	}
 }
 
@@ -135,10 +160,7 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 	p.col.flushTuples()
 	p.col.flushFails() // replays start sooner
 	p.holdAcks()
-	if now := time.Now(); now.Sub(p.lastReport) >= p.env.cfg.ReportEvery {
-		p.lastReport = now
-		p.report(p.env.reporter.Load())
-	}
+	p.reportSoon()
 }
 
 // move sends what the runtime knows of the task (drains, finished) to its

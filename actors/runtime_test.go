@@ -766,3 +766,55 @@ func redeliveryToAnotherTask(t *testing.T, nakFails bool) {
 		t.Fatalf("counts %v, truth %v (%d replayed, %d duplicates dropped)", got, truth, st.Replayed, st.Counters["count"].Duplicates)
 	}
 }
+
+// TestProgressWhileIdle: once the input goes idle, the run's progress
+// catches up with what the processors emitted (they reported only while
+// handling batches, so the last burst's tuples stayed unreported).
+func TestProgressWhileIdle(t *testing.T) {
+	lines := numbered(300, nil)
+	release := make(chan struct{})
+	defer close(release)
+	var b Builder
+	b.Spout("lines", 1, func(int, int) (source.Source, error) {
+		return &holdSource{lines: lines, released: release}, nil
+	})
+	b.Processor("split", 2, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) {
+			_ = c.Emit([]*Tuple{tu}, "x")
+			c.Ack(tu)
+		}), nil
+	}).Shuffle("lines")
+	b.Processor("sink", 1, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) { c.Ack(tu) }), nil
+	}).Shuffle("split")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(1)
+	cfg.ReportEvery = 200 * time.Millisecond // longer than the burst takes
+	rt, err := New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startMember(t, rt)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = rt.Run(ctx, c, nil) }()
+	defer func() { cancel(); <-done }()
+	want := uint64(2 * len(lines)) // a root and a word per line
+	waitFor(t, "the progress to count every tuple while the input is idle", func() bool {
+		p, ok := rt.Progress()
+		return ok && p.Completed == uint64(len(lines)) && p.Tuples == want
+	})
+}
+
+// waitFor polls cond for up to 10 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
