@@ -256,7 +256,7 @@ func (s *fileSource) Seek(pos uint64) error {
 }
 
 // Next returns the next non-empty line of the split, or a *BadRecord for
-// a line longer than the limit, which it has skipped.
+// a line longer than the limit, which it has skipped, or not UTF-8.
 func (s *fileSource) Next() (Root, error) {
 	if s.err != nil {
 		return Root{}, s.err
@@ -278,6 +278,9 @@ func (s *fileSource) Next() (Root, error) {
 		}
 		if len(line) == 0 {
 			continue
+		}
+		if !utf8.Valid(line) {
+			return Root{}, notUTF8(uint64(off), line, fmt.Sprintf("file %s: line at offset %d", s.path, off))
 		}
 		return Root{ID: uint64(off), Payload: string(line)}, nil
 	}

@@ -640,3 +640,38 @@ func must(t *testing.T, f Factory, task, tasks int) Source {
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// TestNotUTF8: a line that is not UTF-8 (a binary file, another encoding)
+// is a BadRecord naming where it is, its payload made valid; the lines
+// around it are read. Tuple values are strings, which the wire requires to
+// be UTF-8.
+func TestNotUTF8(t *testing.T) {
+	const content = "ok\nbad \xff\xfe line\nafter é\n"
+	check := func(t *testing.T, src Source, next func() (Root, error), badID uint64, where string) {
+		t.Helper()
+		defer src.Close()
+		if r, err := next(); err != nil || r.Payload != "ok" {
+			t.Fatalf("first Next = %+v, %v", r, err)
+		}
+		_, err := next()
+		bad, ok := errors.AsType[*BadRecord](err)
+		if !ok || bad.ID != badID || bad.Payload != "bad \uFFFD line" || bad.Reason != where+" is not valid UTF-8" {
+			t.Fatalf("Next on the bad line = %v (%+v), want a BadRecord %d at %q", err, bad, badID, where)
+		}
+		if r, err := next(); err != nil || r.Payload != "after é" {
+			t.Fatalf("Next after the bad line = %+v, %v", r, err)
+		}
+	}
+	t.Run("file", func(t *testing.T) {
+		path := writeFile(t, content)
+		src, err := File(path)(0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, src, src.Next, 3, "file "+path+": line at offset 3")
+	})
+	t.Run("stdin", func(t *testing.T) {
+		src := openReader(t, strings.NewReader(content))
+		check(t, src, func() (Root, error) { return nextReady(t, src) }, 1, "stdin: line 2")
+	})
+}

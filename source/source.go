@@ -10,6 +10,7 @@ package source
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -118,4 +119,13 @@ func DecodeUTF8(data []byte) (string, error) {
 		return "", ErrNotUTF8
 	}
 	return string(data), nil
+}
+
+// notUTF8 is the BadRecord of a line that is not valid UTF-8 (a binary
+// file, another encoding): tuple values are strings, which the wire
+// requires to be UTF-8. Its payload is the line's first BadLinePrefixBytes
+// with each run of invalid bytes as U+FFFD.
+func notUTF8(id uint64, line []byte, where string) *BadRecord {
+	prefix := line[:min(len(line), BadLinePrefixBytes)]
+	return &BadRecord{ID: id, Payload: strings.ToValidUTF8(string(prefix), "\uFFFD"), Reason: where + " is not valid UTF-8"}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // ReaderBuffer is how many lines a Reader source reads ahead of its spout:
@@ -145,6 +146,10 @@ func (s *readerSource) Next() (Root, error) {
 			s.bad[id] = struct{}{}
 			return Root{}, &BadRecord{ID: id, Payload: l.long.prefix,
 				Reason: fmt.Sprintf("%s: line %d %s", s.name, l.num, l.long.what())}
+		}
+		if !utf8.ValidString(l.line) {
+			s.bad[id] = struct{}{}
+			return Root{}, notUTF8(id, []byte(l.line), fmt.Sprintf("%s: line %d", s.name, l.num))
 		}
 		s.pending[id] = l.line
 		return Root{ID: id, Payload: l.line}, nil

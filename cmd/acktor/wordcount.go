@@ -97,6 +97,8 @@ func sourceFor(f wordcountFlags) (source.Factory, error) {
 	switch {
 	case f.src != nil:
 		return f.src, nil
+	case f.generate < 0:
+		return nil, optionError(2, "Generate", fmt.Sprintf(" %d: want a number of lines, >= 1", f.generate))
 	case f.input != "" && f.generate > 0:
 		return nil, optionError(2, "Input", " and --generate: give one")
 	case f.generate > 0:
@@ -269,6 +271,7 @@ var options = map[string]option{
 	"Input":  {"--input", "job.input"},
 	"Output": {"--output", "job.output"}, "Stats": {"--stats", "job.stats"},
 	"FailRate": {"--fail-rate", ""}, "DropRate": {"--drop-rate", ""}, "EventStep": {"--event-step", ""},
+	"Generate": {"--generate", ""},
 }
 
 // optionError is an error about the option name, rest being what follows

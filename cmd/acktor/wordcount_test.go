@@ -44,6 +44,7 @@ func TestWordcountBadInput(t *testing.T) {
 		{[]string{"wordcount", "--input", filepath.Join(t.TempDir(), "missing.txt")}, "--input"},
 		{[]string{"wordcount", "--input", t.TempDir()}, "is a directory"},
 		{[]string{"wordcount", "--input", text, "--fail-rate", "1.5"}, "--fail-rate 1.5"},
+		{[]string{"wordcount", "--input", text, "--generate", "-5"}, "--generate -5: want a number of lines"},
 		{[]string{"wordcount", "--input", text, "--drop-rate", "-0.1"}, "--drop-rate -0.1"},
 		{[]string{"wordcount", "--input", text, "--ackers", "-1"}, "--ackers -1"},
 		{[]string{"wordcount", "--input", text, "--max-pending", "0"}, "--max-pending 0"},
