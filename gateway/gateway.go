@@ -354,13 +354,19 @@ func (s *Server) query(ctx context.Context, component string, q *messages.Counte
 	if err != nil {
 		return nil, err
 	}
+	return AnswerOf(res), nil
+}
+
+// AnswerOf is a counter component's result as the gateway answers it: a
+// window's bounds as times, none for all time.
+func AnswerOf(res *actors.CounterResult) *CounterAnswer {
 	a := &CounterAnswer{Keys: res.Keys, Top: res.Top, Applied: res.Applied, Duplicates: res.Duplicates,
 		Late: res.Late, Refused: res.Refused, Distinct: res.Distinct, Repeats: res.Repeats, Seen: res.Seen}
 	if res.HasWindow && time.Duration(res.End-res.Start) != actors.AllTime { // all time has no bounds to show
 		start, end := time.Unix(0, res.Start).UTC(), time.Unix(0, res.End).UTC()
 		a.Start, a.End = &start, &end
 	}
-	return a, nil
+	return a
 }
 
 func parseTop(v string) (int, error) {

@@ -672,3 +672,34 @@ func TestWrongMethod(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamEndsWhenGatewayCloses: a WebSocket stream of a gateway that
+// shuts down ends with a close frame saying so (going away), which a
+// client can tell from being dropped.
+func TestStreamEndsWhenGatewayCloses(t *testing.T) {
+	var gw *Server
+	srv := running(t, "", func(s *Server) { gw = s })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/api/stream/status?every=100ms", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	var st Status
+	if err := wsjson.Read(ctx, c, &st); err != nil {
+		t.Fatal(err)
+	}
+	go gw.Close()
+	for {
+		err := wsjson.Read(ctx, c, &st)
+		if err == nil {
+			continue // an update sent before the close
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.StatusGoingAway || ce.Reason != "gateway is shutting down" {
+			t.Fatalf("the stream ended with %v, want going away", err)
+		}
+		return
+	}
+}

@@ -45,6 +45,7 @@ type subscriber struct {
 	updates chan []byte
 	gone    chan struct{} // closed when the hub dropped the subscriber
 	reason  string        // why, once gone is closed
+	closing bool          // ... because the gateway shuts down, not for the subscriber's fault
 	t       *topic
 }
 
@@ -168,7 +169,7 @@ func (h *hub) close() {
 	h.closed = true
 	for _, t := range h.topics {
 		for s := range t.subs {
-			s.reason = "gateway is shutting down"
+			s.reason, s.closing = "gateway is shutting down", true
 			close(s.gone)
 			h.remove(s)
 		}

@@ -218,8 +218,12 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request, sub *sub
 		case <-ctx.Done():
 			return
 		case <-sub.gone:
-			s.log.Infof("gateway: dropping WebSocket client %s: %s", r.RemoteAddr, sub.reason)
-			_ = c.Close(websocket.StatusPolicyViolation, sub.reason)
+			status := websocket.StatusPolicyViolation
+			if sub.closing {
+				status = websocket.StatusGoingAway // the stream ends, as it should
+			}
+			s.log.Infof("gateway: closing the stream of WebSocket client %s: %s", r.RemoteAddr, sub.reason)
+			_ = c.Close(status, sub.reason)
 			return
 		case v := <-sub.updates:
 			wctx, cancel := context.WithTimeout(ctx, writeTimeout)

@@ -17,8 +17,9 @@ import (
 )
 
 // Watch subscribes to the top zones by fares over WebSocket at the gateway
-// base (http://host:port) and prints each update to out until ctx ends or
-// the gateway drops the stream (its reason is the error).
+// base (http://host:port) and prints each update to out until ctx ends,
+// the gateway shuts down (nil: the stream ended), or the gateway drops the
+// stream (its reason is the error).
 func Watch(ctx context.Context, base string, top int, every time.Duration, out io.Writer) error {
 	u, err := url.Parse(base)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -39,6 +40,10 @@ func Watch(ctx context.Context, base string, top int, every time.Duration, out i
 				return nil
 			}
 			var ce websocket.CloseError
+			if errors.As(err, &ce) && ce.Code == websocket.StatusGoingAway {
+				fmt.Fprintf(out, "the stream ended: %s\n", ce.Reason) // the speed layer stopped
+				return nil
+			}
 			if errors.As(err, &ce) {
 				return fmt.Errorf("watch: the gateway closed the stream: %s", ce.Reason)
 			}

@@ -147,7 +147,8 @@ func run(ctx context.Context, f flags) error {
 		fmt.Printf("final: %d Kafka offset commits failed (logged above); the group resumes from its last commit that landed\n", n)
 	}
 	if r := st.Counters[speedlayer.ZonesComponent]; r != nil {
-		a := &gateway.CounterAnswer{Top: r.Top[:min(f.top, len(r.Top))], Applied: r.Applied, Distinct: r.Distinct, Repeats: r.Repeats}
+		a := gateway.AnswerOf(r) // the window's bounds, when it has them
+		a.Top = a.Top[:min(f.top, len(a.Top))]
 		return speedlayer.Print(os.Stdout, a)
 	}
 	return nil
