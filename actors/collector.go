@@ -6,6 +6,7 @@ import (
 
 	"github.com/acktor/acktor/internal/mix"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/tracker"
 )
 
 // Tuple is one tuple as a processor sees it. It points into the batch it
@@ -106,6 +107,9 @@ type Collector struct {
 	fails    []uint64
 	ackOut   func(acker int, m *messages.AckBatch)
 	failOut  func(acker int, m *messages.FailRoot)
+	// rejectOut sends a Rejected to a spout task; nil in a spout's own
+	// Collector, which rejects nothing.
+	rejectOut func(task uint32, m *messages.Rejected)
 
 	emitted, acked, failed uint64
 }
@@ -351,6 +355,27 @@ func (c *Collector) Fail(t *Tuple) {
 	if len(c.fails) >= c.env.cfg.BatchSize {
 		c.flushFails()
 	}
+}
+
+// Reject fails t's roots for good: their spout tasks dead-letter them at
+// once with reason, without replaying them. It is for a record no replay
+// can mend (a malformed line, a value out of range), which Fail would
+// replay until the spout's max replays before dead-lettering it with no
+// reason of the processor's. Roots of remote clients, whose tasks the
+// topology does not know, are failed as Fail does.
+func (c *Collector) Reject(t *Tuple, reason string) {
+	if t.done {
+		return
+	}
+	if c.rejectOut != nil {
+		comp := c.env.topo.tasks[c.task].Name
+		for _, r := range t.Roots() {
+			if task := tracker.TaskOf(r); int(task) < c.env.topo.Tasks() && c.env.topo.tasks[task].Spout {
+				c.rejectOut(task, &messages.Rejected{SpringIds: []uint64{r}, Reason: reason, Component: comp})
+			}
+		}
+	}
+	c.Fail(t) // the ackers forget the records; the spouts ignore the Failed that follows
 }
 
 // flush sends every batch under way.

@@ -125,6 +125,7 @@ func (p *processorTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	p.self = ctx.Self()
 	p.drained = map[uint32]bool{}
 	p.col = newCollector(p.env, task, p.sendTuples, p.sendAcks, p.sendFails)
+	p.col.rejectOut = p.sendReject
 	user, err := p.env.topo.tasks[task].make(p.info)
 	if err != nil {
 		p.st.Error = fmt.Sprintf("processor %s/%d: %v", p.info.Component, p.info.Index, err)
@@ -286,6 +287,15 @@ func (p *processorTask) sendAcks(acker int, m *messages.AckBatch) {
 
 func (p *processorTask) sendFails(acker int, m *messages.FailRoot) {
 	p.toAcker(acker, m)
+}
+
+// sendReject tells spout task task that a root is rejected.
+func (p *processorTask) sendReject(task uint32, m *messages.Rejected) {
+	if pid := p.res.get(KindSpout, p.env.topo.identity(task)); pid != nil {
+		p.root.Send(pid, m)
+		return
+	}
+	p.env.log.Errorf("processor %s: no member hosts %s; the roots it rejected replay when their failure reaches it", p.info.Component, p.env.topo.identity(task))
 }
 
 func (p *processorTask) toAcker(acker int, m any) {

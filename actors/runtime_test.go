@@ -305,6 +305,38 @@ func TestPoisonRootIsDeadLettered(t *testing.T) {
 	}
 }
 
+// TestRejectDeadLettersAtOnce: a root a processor rejects is dead-lettered
+// at once with the processor's reason, not replayed; its child tuples in
+// flight elsewhere change nothing, and every other root completes.
+func TestRejectDeadLettersAtOnce(t *testing.T) {
+	lines := numbered(500, map[int]string{123: "poison", 321: "poison"})
+	topo := sinkTopology(t, lines, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tu *Tuple, c *Collector) {
+			if tu.Values()[0] == "poison" {
+				c.Reject(tu, "poison is no number")
+				c.Reject(tu, "twice") // a second word on a done tuple changes nothing
+				return
+			}
+			c.Ack(tu)
+		}), nil
+	})
+	sink := &sinkRecorder{}
+	cfg := testConfig(2)
+	cfg.MaxReplays, cfg.DeadLetters = 5, sink
+	st := runTopology(t, topo, cfg)
+	if st.Completed != 498 || st.DeadLettered != 2 || st.Replayed != 0 || st.Failed != 2 {
+		t.Fatalf("stats %+v", st.Progress)
+	}
+	for _, d := range sink.got {
+		if (d.RootID != 123 && d.RootID != 321) || d.Attempts != 1 || d.Payload != "poison" || d.Reason != "rejected by p: poison is no number" {
+			t.Fatalf("dead letters %+v", sink.got)
+		}
+	}
+	if len(sink.got) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(sink.got))
+	}
+}
+
 // TestLateAckOfEarlierAttempt: a processor holds the first attempt of a
 // root past its timeout and acks it only after the replay arrived; the late
 // ack completes nothing and the replay completes once.

@@ -99,6 +99,11 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 			return
 		}
 		s.failed(m)
+	case *messages.Rejected:
+		if s.hold(m) {
+			return
+		}
+		s.rejected(m)
 	case *grain.Moved:
 		s.move(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
@@ -282,6 +287,8 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 			s.completed(e)
 		case *messages.Failed:
 			s.failed(e)
+		case *messages.Rejected:
+			s.rejected(e)
 		}
 	}
 	s.early = nil
@@ -449,6 +456,21 @@ func (s *spoutTask) failed(m *messages.Failed) {
 		s.retry(p, reason)
 	}
 	s.flush()
+	s.refill() // dead letters free room
+}
+
+// rejected dead-letters at once roots a processor rejected (Collector.Reject).
+// The Failed their ackers send next finds them settled, and is ignored.
+func (s *spoutTask) rejected(m *messages.Rejected) {
+	for _, id := range m.SpringIds {
+		p, ok := s.core.Settle(id)
+		if !ok {
+			continue // replayed already: its Failed came first
+		}
+		s.st.Failed++
+		payload, _ := s.src.Replay(p.ID) // for the dead letter, if the source has it
+		s.deadLetter(p, payload, fmt.Sprintf("rejected by %s: %s", m.Component, m.Reason))
+	}
 	s.refill() // dead letters free room
 }
 

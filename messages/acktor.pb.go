@@ -302,6 +302,70 @@ func (x *FailRoot) GetRouting() uint64 {
 	return 0
 }
 
+// Rejected tells a spout task, straight from the processor, that these
+// roots can never be processed (a malformed record): the task dead-letters
+// them at once with the reason instead of replaying them. The processor
+// fails them at their ackers too, which forget the records.
+type Rejected struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SpringIds     []uint64               `protobuf:"fixed64,1,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Component     string                 `protobuf:"bytes,3,opt,name=component,proto3" json:"component,omitempty"` // the rejecting processor's
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rejected) Reset() {
+	*x = Rejected{}
+	mi := &file_acktor_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rejected) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rejected) ProtoMessage() {}
+
+func (x *Rejected) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rejected.ProtoReflect.Descriptor instead.
+func (*Rejected) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Rejected) GetSpringIds() []uint64 {
+	if x != nil {
+		return x.SpringIds
+	}
+	return nil
+}
+
+func (x *Rejected) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Rejected) GetComponent() string {
+	if x != nil {
+		return x.Component
+	}
+	return ""
+}
+
 // Completed tells a spout task that these roots' trees were fully processed.
 type Completed struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -314,7 +378,7 @@ type Completed struct {
 
 func (x *Completed) Reset() {
 	*x = Completed{}
-	mi := &file_acktor_proto_msgTypes[3]
+	mi := &file_acktor_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +390,7 @@ func (x *Completed) String() string {
 func (*Completed) ProtoMessage() {}
 
 func (x *Completed) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[3]
+	mi := &file_acktor_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +403,7 @@ func (x *Completed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Completed.ProtoReflect.Descriptor instead.
 func (*Completed) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{3}
+	return file_acktor_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Completed) GetSpringIds() []uint64 {
@@ -376,7 +440,7 @@ type Failed struct {
 
 func (x *Failed) Reset() {
 	*x = Failed{}
-	mi := &file_acktor_proto_msgTypes[4]
+	mi := &file_acktor_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +452,7 @@ func (x *Failed) String() string {
 func (*Failed) ProtoMessage() {}
 
 func (x *Failed) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[4]
+	mi := &file_acktor_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +465,7 @@ func (x *Failed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failed.ProtoReflect.Descriptor instead.
 func (*Failed) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{4}
+	return file_acktor_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Failed) GetSpringIds() []uint64 {
@@ -455,7 +519,7 @@ type TupleBatch struct {
 
 func (x *TupleBatch) Reset() {
 	*x = TupleBatch{}
-	mi := &file_acktor_proto_msgTypes[5]
+	mi := &file_acktor_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +531,7 @@ func (x *TupleBatch) String() string {
 func (*TupleBatch) ProtoMessage() {}
 
 func (x *TupleBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[5]
+	mi := &file_acktor_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +544,7 @@ func (x *TupleBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TupleBatch.ProtoReflect.Descriptor instead.
 func (*TupleBatch) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{5}
+	return file_acktor_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TupleBatch) GetFromTask() uint32 {
@@ -550,7 +614,7 @@ type Pid struct {
 
 func (x *Pid) Reset() {
 	*x = Pid{}
-	mi := &file_acktor_proto_msgTypes[6]
+	mi := &file_acktor_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -562,7 +626,7 @@ func (x *Pid) String() string {
 func (*Pid) ProtoMessage() {}
 
 func (x *Pid) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[6]
+	mi := &file_acktor_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -575,7 +639,7 @@ func (x *Pid) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pid.ProtoReflect.Descriptor instead.
 func (*Pid) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{6}
+	return file_acktor_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Pid) GetAddress() string {
@@ -603,7 +667,7 @@ type StartSpout struct {
 
 func (x *StartSpout) Reset() {
 	*x = StartSpout{}
-	mi := &file_acktor_proto_msgTypes[7]
+	mi := &file_acktor_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -615,7 +679,7 @@ func (x *StartSpout) String() string {
 func (*StartSpout) ProtoMessage() {}
 
 func (x *StartSpout) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[7]
+	mi := &file_acktor_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -628,7 +692,7 @@ func (x *StartSpout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSpout.ProtoReflect.Descriptor instead.
 func (*StartSpout) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{7}
+	return file_acktor_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StartSpout) GetReporter() *Pid {
@@ -665,7 +729,7 @@ type SpoutState struct {
 
 func (x *SpoutState) Reset() {
 	*x = SpoutState{}
-	mi := &file_acktor_proto_msgTypes[8]
+	mi := &file_acktor_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +741,7 @@ func (x *SpoutState) String() string {
 func (*SpoutState) ProtoMessage() {}
 
 func (x *SpoutState) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[8]
+	mi := &file_acktor_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +754,7 @@ func (x *SpoutState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpoutState.ProtoReflect.Descriptor instead.
 func (*SpoutState) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{8}
+	return file_acktor_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SpoutState) GetSeq() uint64 {
@@ -775,7 +839,7 @@ type SpoutMoved struct {
 
 func (x *SpoutMoved) Reset() {
 	*x = SpoutMoved{}
-	mi := &file_acktor_proto_msgTypes[9]
+	mi := &file_acktor_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +851,7 @@ func (x *SpoutMoved) String() string {
 func (*SpoutMoved) ProtoMessage() {}
 
 func (x *SpoutMoved) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[9]
+	mi := &file_acktor_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +864,7 @@ func (x *SpoutMoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpoutMoved.ProtoReflect.Descriptor instead.
 func (*SpoutMoved) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{9}
+	return file_acktor_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SpoutMoved) GetTask() uint32 {
@@ -830,7 +894,7 @@ type ProcessorState struct {
 
 func (x *ProcessorState) Reset() {
 	*x = ProcessorState{}
-	mi := &file_acktor_proto_msgTypes[10]
+	mi := &file_acktor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +906,7 @@ func (x *ProcessorState) String() string {
 func (*ProcessorState) ProtoMessage() {}
 
 func (x *ProcessorState) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[10]
+	mi := &file_acktor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +919,7 @@ func (x *ProcessorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessorState.ProtoReflect.Descriptor instead.
 func (*ProcessorState) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{10}
+	return file_acktor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProcessorState) GetDrained() []uint32 {
@@ -898,7 +962,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_acktor_proto_msgTypes[11]
+	mi := &file_acktor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +974,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[11]
+	mi := &file_acktor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +987,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{11}
+	return file_acktor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Drain) GetFromTask() uint32 {
@@ -968,7 +1032,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1044,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1057,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{12}
+	return file_acktor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskReport) GetTask() uint32 {
@@ -1117,7 +1181,7 @@ type AckerStatsRequest struct {
 
 func (x *AckerStatsRequest) Reset() {
 	*x = AckerStatsRequest{}
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1193,7 @@ func (x *AckerStatsRequest) String() string {
 func (*AckerStatsRequest) ProtoMessage() {}
 
 func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1206,7 @@ func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStatsRequest.ProtoReflect.Descriptor instead.
 func (*AckerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{13}
+	return file_acktor_proto_rawDescGZIP(), []int{14}
 }
 
 type AckerStats struct {
@@ -1170,7 +1234,7 @@ type AckerStats struct {
 
 func (x *AckerStats) Reset() {
 	*x = AckerStats{}
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1246,7 @@ func (x *AckerStats) String() string {
 func (*AckerStats) ProtoMessage() {}
 
 func (x *AckerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1259,7 @@ func (x *AckerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStats.ProtoReflect.Descriptor instead.
 func (*AckerStats) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{14}
+	return file_acktor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AckerStats) GetId() string {
@@ -1335,7 +1399,7 @@ type AckerSet struct {
 
 func (x *AckerSet) Reset() {
 	*x = AckerSet{}
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1411,7 @@ func (x *AckerSet) String() string {
 func (*AckerSet) ProtoMessage() {}
 
 func (x *AckerSet) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1424,7 @@ func (x *AckerSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerSet.ProtoReflect.Descriptor instead.
 func (*AckerSet) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{15}
+	return file_acktor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckerSet) GetVersion() uint64 {
@@ -1402,7 +1466,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1478,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1491,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{16}
+	return file_acktor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Handover) GetSpringIds() []uint64 {
@@ -1494,7 +1558,7 @@ type CounterQuery struct {
 
 func (x *CounterQuery) Reset() {
 	*x = CounterQuery{}
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1570,7 @@ func (x *CounterQuery) String() string {
 func (*CounterQuery) ProtoMessage() {}
 
 func (x *CounterQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1583,7 @@ func (x *CounterQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
 func (*CounterQuery) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{17}
+	return file_acktor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CounterQuery) GetKeys() []string {
@@ -1583,7 +1647,7 @@ type CounterResult struct {
 
 func (x *CounterResult) Reset() {
 	*x = CounterResult{}
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1659,7 @@ func (x *CounterResult) String() string {
 func (*CounterResult) ProtoMessage() {}
 
 func (x *CounterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1672,7 @@ func (x *CounterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
 func (*CounterResult) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{18}
+	return file_acktor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CounterResult) GetKeys() []string {
@@ -1736,7 +1800,7 @@ type MemberEvacuated struct {
 
 func (x *MemberEvacuated) Reset() {
 	*x = MemberEvacuated{}
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1812,7 @@ func (x *MemberEvacuated) String() string {
 func (*MemberEvacuated) ProtoMessage() {}
 
 func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1825,7 @@ func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberEvacuated.ProtoReflect.Descriptor instead.
 func (*MemberEvacuated) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{19}
+	return file_acktor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MemberEvacuated) GetAddress() string {
@@ -1795,7 +1859,12 @@ const file_acktor_proto_rawDesc = "" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
-	"\arouting\x18\x03 \x01(\x06R\arouting\"^\n" +
+	"\arouting\x18\x03 \x01(\x06R\arouting\"_\n" +
+	"\bRejected\x12\x1d\n" +
+	"\n" +
+	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1c\n" +
+	"\tcomponent\x18\x03 \x01(\tR\tcomponent\"^\n" +
 	"\tCompleted\x12\x1d\n" +
 	"\n" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12\x18\n" +
@@ -1956,42 +2025,43 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
 	(*AckBatch)(nil),          // 2: acktor.AckBatch
 	(*FailRoot)(nil),          // 3: acktor.FailRoot
-	(*Completed)(nil),         // 4: acktor.Completed
-	(*Failed)(nil),            // 5: acktor.Failed
-	(*TupleBatch)(nil),        // 6: acktor.TupleBatch
-	(*Pid)(nil),               // 7: acktor.Pid
-	(*StartSpout)(nil),        // 8: acktor.StartSpout
-	(*SpoutState)(nil),        // 9: acktor.SpoutState
-	(*SpoutMoved)(nil),        // 10: acktor.SpoutMoved
-	(*ProcessorState)(nil),    // 11: acktor.ProcessorState
-	(*Drain)(nil),             // 12: acktor.Drain
-	(*TaskReport)(nil),        // 13: acktor.TaskReport
-	(*AckerStatsRequest)(nil), // 14: acktor.AckerStatsRequest
-	(*AckerStats)(nil),        // 15: acktor.AckerStats
-	(*AckerSet)(nil),          // 16: acktor.AckerSet
-	(*Handover)(nil),          // 17: acktor.Handover
-	(*CounterQuery)(nil),      // 18: acktor.CounterQuery
-	(*CounterResult)(nil),     // 19: acktor.CounterResult
-	(*MemberEvacuated)(nil),   // 20: acktor.MemberEvacuated
-	nil,                       // 21: acktor.Handover.ClientsEntry
+	(*Rejected)(nil),          // 4: acktor.Rejected
+	(*Completed)(nil),         // 5: acktor.Completed
+	(*Failed)(nil),            // 6: acktor.Failed
+	(*TupleBatch)(nil),        // 7: acktor.TupleBatch
+	(*Pid)(nil),               // 8: acktor.Pid
+	(*StartSpout)(nil),        // 9: acktor.StartSpout
+	(*SpoutState)(nil),        // 10: acktor.SpoutState
+	(*SpoutMoved)(nil),        // 11: acktor.SpoutMoved
+	(*ProcessorState)(nil),    // 12: acktor.ProcessorState
+	(*Drain)(nil),             // 13: acktor.Drain
+	(*TaskReport)(nil),        // 14: acktor.TaskReport
+	(*AckerStatsRequest)(nil), // 15: acktor.AckerStatsRequest
+	(*AckerStats)(nil),        // 16: acktor.AckerStats
+	(*AckerSet)(nil),          // 17: acktor.AckerSet
+	(*Handover)(nil),          // 18: acktor.Handover
+	(*CounterQuery)(nil),      // 19: acktor.CounterQuery
+	(*CounterResult)(nil),     // 20: acktor.CounterResult
+	(*MemberEvacuated)(nil),   // 21: acktor.MemberEvacuated
+	nil,                       // 22: acktor.Handover.ClientsEntry
 }
 var file_acktor_proto_depIdxs = []int32{
-	7,  // 0: acktor.Track.notify:type_name -> acktor.Pid
+	8,  // 0: acktor.Track.notify:type_name -> acktor.Pid
 	0,  // 1: acktor.Failed.reason:type_name -> acktor.FailReason
-	7,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
-	9,  // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
-	13, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
-	9,  // 5: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
-	7,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
-	7,  // 7: acktor.Drain.reporter:type_name -> acktor.Pid
-	21, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
-	7,  // 9: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
+	8,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
+	10, // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
+	14, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
+	10, // 5: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
+	8,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
+	8,  // 7: acktor.Drain.reporter:type_name -> acktor.Pid
+	22, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	8,  // 9: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
 	10, // [10:10] is the sub-list for method output_type
 	10, // [10:10] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
@@ -2010,7 +2080,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -57,20 +57,20 @@ func Build(src source.Factory, o Options) (*actors.Topology, error) {
 	return topo, nil
 }
 
-// Parse splits an order line into zone, rider and fare (cents); a line
-// that is not an order is failed, so it ends in the dead-letter sink with
-// its reason after its replays.
+// Parse splits an order line, "zone rider fare", into its fields; the fare
+// is in whole cents (2350 for 23.50). A line that is not an order is
+// rejected: it goes to the dead-letter sink at once, with the reason.
 type Parse struct{}
 
 // Process implements actors.Processor.
 func (Parse) Process(t *actors.Tuple, c *actors.Collector) {
 	f := strings.Fields(t.Values()[0])
 	if len(f) != 3 {
-		c.Fail(t)
+		c.Reject(t, fmt.Sprintf("%d fields, want 3: zone rider fare", len(f)))
 		return
 	}
 	if _, err := strconv.ParseUint(f[2], 10, 32); err != nil {
-		c.Fail(t)
+		c.Reject(t, fmt.Sprintf("fare %q: want whole cents, such as 2350 for 23.50", f[2]))
 		return
 	}
 	if err := c.Emit([]*actors.Tuple{t}, f[0], f[1], f[2]); err != nil {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/cluster"
 	"github.com/acktor/acktor/gateway"
+	"github.com/acktor/acktor/source"
 )
 
 func quiet() *logrus.Logger {
@@ -144,5 +147,64 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, err := Build(Orders(OrdersConfig{Zones: 2, Riders: 2}), Options{}); err == nil {
 		t.Error("Build with no tasks: no error")
+	}
+}
+
+type deadLetters struct {
+	mu  sync.Mutex
+	got []actors.DeadLetter
+}
+
+func (d *deadLetters) DeadLetter(l actors.DeadLetter) {
+	d.mu.Lock()
+	d.got = append(d.got, l)
+	d.mu.Unlock()
+}
+
+// TestBadOrdersRejected: an order line that is not one (a decimal fare, a
+// missing field) goes to the dead-letter sink at once with the reason,
+// without a replay; the good orders count.
+func TestBadOrdersRejected(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "orders.txt")
+	if err := os.WriteFile(path, []byte("zone-01 r1 2350\nzone-01 r2 23.50\nzone-02 r3\nzone-02 r3 500\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	topo, err := Build(source.File(path), Options{Spouts: 1, Parsers: 2, Counters: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &deadLetters{}
+	cfg := actors.DefaultConfig()
+	cfg.Log, cfg.DeadLetters = quiet(), sink
+	rt, err := actors.New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := cluster.StartEmbedded("speedlayer", rt.Kinds(), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := rt.Run(ctx, node.Cluster, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Completed != 2 || st.DeadLettered != 2 || st.Replayed != 0 {
+		t.Fatalf("completed %d, dead-lettered %d, replayed %d; want 2, 2, 0", st.Completed, st.DeadLettered, st.Replayed)
+	}
+	reasons := map[string]bool{}
+	for _, d := range sink.got {
+		reasons[d.Reason] = d.Attempts == 1
+	}
+	for _, want := range []string{`rejected by parse: fare "23.50": want whole cents, such as 2350 for 23.50`,
+		"rejected by parse: 2 fields, want 3: zone rider fare"} {
+		if !reasons[want] {
+			t.Errorf("no dead letter %q after one attempt in %+v", want, sink.got)
+		}
+	}
+	if r := st.Counters[ZonesComponent]; r == nil || r.Applied != 2 {
+		t.Fatalf("counter result %+v, want 2 orders applied", r)
 	}
 }
