@@ -37,7 +37,25 @@ func (h *slogHandler) Enabled(_ context.Context, l slog.Level) bool {
 	return h.log.IsLevelEnabled(level(l))
 }
 
+// demoted are Proto.Actor's messages that say, at error level, what a
+// healthy cluster does, with the level that fits: a clean run logs no
+// error. Membership tells when a member is gone; these do not.
+var demoted = map[string]slog.Level{
+	// automanaged polls every peer of its static list each refresh,
+	// including one that left or has not started yet
+	"Bad connection to the node health status": slog.LevelDebug,
+	// automanaged's health server stopping as the member leaves
+	"Automanaged server stopping..!": slog.LevelDebug,
+	// the gRPC stream to a member that left closing
+	"EndpointWriter lost connection": slog.LevelInfo,
+}
+
 func (h *slogHandler) Handle(_ context.Context, r slog.Record) error {
+	if l, ok := demoted[r.Message]; ok && r.Level > l {
+		if r.Level = l; !h.log.IsLevelEnabled(level(l)) {
+			return nil
+		}
+	}
 	fields := make(logrus.Fields, len(h.fields)+r.NumAttrs())
 	for k, v := range h.fields {
 		fields[k] = v

@@ -411,7 +411,7 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 		case !cfg.Job.Driver:
 			token = "" // the acker set changes where the run is driven
 		case token == "":
-			log.Warnf("gateway: admin endpoints off: no gateway.token, and gateway.token_env %q is unset", cfg.Gateway.TokenEnv)
+			log.Infof("gateway: admin endpoints off: no gateway.token, and gateway.token_env %q is unset", cfg.Gateway.TokenEnv)
 		}
 		l, err := net.Listen("tcp", cfg.Gateway.Address)
 		if err != nil {

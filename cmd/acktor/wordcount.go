@@ -397,10 +397,11 @@ func (d *deadLetters) first() string {
 // otherwise. Rates are over the last second or more, so that the reports of
 // many tasks arriving unevenly do not make them jump.
 type progress struct {
-	mode string
-	prev actors.Progress // where the current rate window started
-	rate float64
-	last actors.Progress
+	mode   string
+	prev   actors.Progress // where the current rate window started
+	rate   float64
+	last   actors.Progress
+	logged actors.Progress // the last one a log line showed
 }
 
 func newProgress(mode string) *progress {
@@ -429,9 +430,19 @@ func (p *progress) update(pr actors.Progress) {
 	case "bar":
 		p.draw(pr)
 	case "log":
+		if idle(p.logged, pr) { // an idle run (an ingest node waiting for records) logs nothing new
+			return
+		}
+		p.logged = pr
 		fmt.Fprintf(os.Stderr, "%s progress: roots %d/%s, %.0f tuples/s, in flight %d, replays %d, dead-lettered %d\n",
 			time.Now().Format(time.TimeOnly), pr.Completed, total(pr), p.rate, pr.InFlight, pr.Replayed, pr.DeadLettered)
 	}
+}
+
+// idle says whether nothing a progress line shows moved from a to b.
+func idle(a, b actors.Progress) bool {
+	return a.Roots == b.Roots && a.Completed == b.Completed && a.Tuples == b.Tuples && a.InFlight == b.InFlight &&
+		a.Replayed == b.Replayed && a.DeadLettered == b.DeadLettered && a.Failed == b.Failed && a.Total == b.Total
 }
 
 func (p *progress) draw(pr actors.Progress) {
