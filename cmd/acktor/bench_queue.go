@@ -82,6 +82,7 @@ func benchQueue(ctx context.Context, out io.Writer, log *logrus.Logger, f benchQ
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "target ρ\tλ/s\tμ/s\tρ\tin stage: M/M/%d\t%d×M/M/1\tmeasured\ttime in stage: M/M/%d\t%d×M/M/1\tmeasured\t\n",
 		f.servers, f.servers, f.servers, f.servers)
+	var behind []string
 	for i, rho := range loads {
 		st, err := queueRun(ctx, log, f, rho, f.seed+uint64(i))
 		if err != nil {
@@ -91,9 +92,21 @@ func benchQueue(ctx context.Context, out io.Writer, log *logrus.Logger, f benchQ
 		split, splitWait := inStage(st.Split)
 		fmt.Fprintf(tw, "%.2f\t%.0f\t%.0f\t%.2f\t%s\t%s\t%.2f\t%s\t%s\t%s\t\n", rho, st.Arrivals, st.Service, st.Model.Rho,
 			model, split, st.L, wait, splitWait, st.W.Round(time.Microsecond))
+		if st.Model != (actors.MMc{}) && !st.Model.Stable {
+			behind = append(behind, fmt.Sprintf("%.2f", rho))
+		}
 		log.Infof("bench queue: load %.2f done", rho)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(behind) > 0 {
+		_, err := fmt.Fprintf(out, "\nAt target ρ %s the tasks served slower than --service %v (measured μ below %.0f/s): this machine could not keep up, "+
+			"so ρ reached 1 and the models have no steady state (unstable, ∞). Run again on a quieter machine, or with lower --loads or a longer --service.\n",
+			strings.Join(behind, ", "), f.service, float64(f.servers)/f.service.Seconds())
+		return err
+	}
+	return nil
 }
 
 // queueRun runs the queue topology at load rho and returns its processor
