@@ -101,9 +101,9 @@ func benchQueue(ctx context.Context, out io.Writer, log *logrus.Logger, f benchQ
 		return err
 	}
 	if len(behind) > 0 {
-		_, err := fmt.Fprintf(out, "\nAt target ρ %s the tasks served slower than --service %v (measured μ below %.0f/s): this machine could not keep up, "+
+		_, err := fmt.Fprintf(out, "\nAt target ρ %s the tasks served slower than --service %v (measured μ per task below %.0f/s): this machine could not keep up, "+
 			"so ρ reached 1 and the models have no steady state (unstable, ∞). Run again on a quieter machine, or with lower --loads or a longer --service.\n",
-			strings.Join(behind, ", "), f.service, float64(f.servers)/f.service.Seconds())
+			strings.Join(behind, ", "), f.service, 1/f.service.Seconds())
 		return err
 	}
 	return nil
