@@ -261,7 +261,9 @@ type RunStatus struct {
 	Tuples         uint64  `json:"tuples"`
 	LatencyP50Ms   float64 `json:"complete_latency_p50_ms"` // emission to completion
 	LatencyP99Ms   float64 `json:"complete_latency_p99_ms"`
-	ElapsedSeconds float64 `json:"elapsed_seconds"`
+	// ElapsedSeconds is left out of streams, which send an update when
+	// something changed: time alone is no change.
+	ElapsedSeconds float64 `json:"elapsed_seconds,omitempty"`
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
