@@ -250,17 +250,17 @@ type AckerSet struct {
 
 // RunStatus is a run's progress.
 type RunStatus struct {
-	Roots          uint64  `json:"roots"`
-	Total          int64   `json:"total"`
-	Completed      uint64  `json:"completed"`
-	Failed         uint64  `json:"failed"`
-	TimedOut       uint64  `json:"timed_out"`
-	Replayed       uint64  `json:"replayed"`
-	DeadLettered   uint64  `json:"dead_lettered"`
-	InFlight       uint64  `json:"in_flight"`
-	Tuples         uint64  `json:"tuples"`
-	LatencyP50Ms   float64 `json:"complete_latency_p50_ms"` // emission to completion
-	LatencyP99Ms   float64 `json:"complete_latency_p99_ms"`
+	Roots        uint64  `json:"roots"`
+	Total        int64   `json:"total"`
+	Completed    uint64  `json:"completed"`
+	Failed       uint64  `json:"failed"`
+	TimedOut     uint64  `json:"timed_out"`
+	Replayed     uint64  `json:"replayed"`
+	DeadLettered uint64  `json:"dead_lettered"`
+	InFlight     uint64  `json:"in_flight"`
+	Tuples       uint64  `json:"tuples"`
+	LatencyP50Ms float64 `json:"complete_latency_p50_ms"` // emission to completion
+	LatencyP99Ms float64 `json:"complete_latency_p99_ms"`
 	// ElapsedSeconds is left out of streams, which send an update when
 	// something changed: time alone is no change.
 	ElapsedSeconds float64 `json:"elapsed_seconds,omitempty"`

@@ -1,4 +1,4 @@
-// The wire protocol of acktor (DESIGN.md, "Protocol"). Every message that
+// The wire protocol of acktor (docs/architecture.md, "One root's trip"). Every message that
 // may cross a member boundary is defined here; batches are columnar (parallel
 // repeated fields) so that a batch of n entries costs a handful of
 // allocations, not n.

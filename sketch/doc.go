@@ -1,7 +1,7 @@
 // Package sketch holds the speed layer's summaries of a stream: Count-Min
 // (per-key counts, with optional conservative update), HyperLogLog
 // (distinct counts), Bloom (seen before?) and Vector, the exact per-key
-// counter that the speed-layer paper (seeds/003) proposes instead of a
+// counter that the speed-layer paper (Grigoriev and Ermakov) proposes instead of a
 // sketch once the number of distinct keys n exceeds w·d; InexactShare and
 // RelativeError compute that paper's formulas (5)–(8).
 //

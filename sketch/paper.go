@@ -3,7 +3,7 @@ package sketch
 import "math"
 
 // This file holds the analysis of the Count-Min sketch in the speed-layer
-// paper (seeds/003: Grigoriev and Ermakov, "Query processing in a lambda
+// paper (Grigoriev and Ermakov, "Query processing in a lambda
 // architecture system at the speed layer", BMSTU), formulas (5)–(8). The
 // paper's argument: once the number n of distinct keys exceeds w·d, almost
 // every estimate is wrong and light keys are overestimated by hundreds of

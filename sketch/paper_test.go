@@ -8,7 +8,8 @@ import (
 )
 
 // The tests in this file check the claims of the speed-layer paper
-// (seeds/003, Grigoriev and Ermakov) about the Count-Min sketch, each citing
+// (Grigoriev and Ermakov, "Query processing in a lambda-architecture system
+// at the speed layer") about the Count-Min sketch, each citing
 // its formula, in the style of etcd raft's paper tests.
 
 // "Let n = w·d + 1 and d = 8. Then from (6) we get p = 0.997."

@@ -66,7 +66,7 @@ func newBenchSketch(log *logrus.Logger) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sketch",
 		Short: "Count-Min against the speed-layer paper's formulas (5), (6) and (8) and the exact Vector, on real data",
-		Long: `Reproduces the argument of the speed-layer paper (seeds/003, formulas (5)-(8))
+		Long: `Reproduces the argument of the speed-layer paper (Grigoriev and Ermakov, formulas (5)-(8))
 on two data sets: a Zipf stream of words (the words of wordcount --generate,
 skew 1.1, seeded by --seed) and the words of a text file (split on white space,
 as wordcount does). Once the number n of distinct keys exceeds w·d, almost every

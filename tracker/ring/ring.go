@@ -5,7 +5,7 @@
 // key, so adding, removing or failing an acker moves only the roots on the arcs
 // next to that acker's points.
 //
-// It is a pure core in the sense of DESIGN.md: a plain data structure with no
+// It is a pure core (docs/architecture.md): a plain data structure with no
 // goroutines, clocks, I/O or global mutable state. The acker actors and the
 // spout tasks drive it; the Proto.Actor cluster then places each acker (a
 // virtual actor) on a member.
