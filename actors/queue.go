@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"encoding/json"
 	"math"
 	"time"
 )
@@ -23,9 +24,35 @@ type MMc struct {
 	// or in service); Wq and W the expected time waiting and in the stage.
 	Lq     float64       `json:"queued"`
 	L      float64       `json:"in_stage"`
-	Wq     time.Duration `json:"wait_ns"`
-	W      time.Duration `json:"time_in_stage_ns"`
+	Wq     time.Duration `json:"-"` // in JSON wait_seconds
+	W      time.Duration `json:"-"` // in JSON time_in_stage_seconds
 	Stable bool          `json:"stable"`
+}
+
+// mmcJSON is an MMc as JSON has it: times in seconds, as every JSON answer
+// of acktor gives them.
+type mmcJSON struct {
+	plainMMc
+	Wq float64 `json:"wait_seconds"`
+	W  float64 `json:"time_in_stage_seconds"`
+}
+
+type plainMMc MMc
+
+// MarshalJSON writes the times in seconds.
+func (m MMc) MarshalJSON() ([]byte, error) {
+	return json.Marshal(mmcJSON{plainMMc(m), m.Wq.Seconds(), m.W.Seconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (m *MMc) UnmarshalJSON(b []byte) error {
+	var v mmcJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*m = MMc(v.plainMMc)
+	m.Wq, m.W = seconds(v.Wq), seconds(v.W)
+	return nil
 }
 
 // ModelMMc evaluates the M/M/c queue. lambda, mu > 0 and c >= 1, else the

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sync"
@@ -147,11 +148,11 @@ type Stage struct {
 	// what a queue must hold for others. W is the mean time a message
 	// spends there (Little: L/λ).
 	L float64       `json:"measured_in_stage"`
-	W time.Duration `json:"measured_time_in_stage_ns"`
+	W time.Duration `json:"-"` // in JSON measured_time_in_stage_seconds
 	// Lq and Wq are the measured mean messages waiting (L less the mean
 	// tasks busy) and the mean wait (Lq/λ), beside Model.Lq and Model.Wq.
 	Lq float64       `json:"measured_queued"`
-	Wq time.Duration `json:"measured_wait_ns"`
+	Wq time.Duration `json:"-"` // in JSON measured_wait_seconds
 	// Queued is the messages in the stage now.
 	Queued int64 `json:"queued_now"`
 	// Warning is set while the stage's utilisation has stayed at or above
@@ -187,6 +188,31 @@ func newStages(now func() time.Time, period uint64) *stages {
 	}
 	s.history = append(s.history, s.sample())
 	return s
+}
+
+// stageJSON is a Stage as JSON has it: times in seconds.
+type stageJSON struct {
+	plainStage
+	W  float64 `json:"measured_time_in_stage_seconds"`
+	Wq float64 `json:"measured_wait_seconds"`
+}
+
+type plainStage Stage
+
+// MarshalJSON writes the times in seconds.
+func (st Stage) MarshalJSON() ([]byte, error) {
+	return json.Marshal(stageJSON{plainStage(st), st.W.Seconds(), st.Wq.Seconds()})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (st *Stage) UnmarshalJSON(b []byte) error {
+	var v stageJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*st = Stage(v.plainStage)
+	st.W, st.Wq = seconds(v.W), seconds(v.Wq)
+	return nil
 }
 
 // SourceStage names the queue in front of the spout tasks: the records

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -153,5 +154,29 @@ func TestSourceStage(t *testing.T) {
 	s.source.dropBacklog(3)
 	if rows := s.report(0.9, nil); rows[0].Name == SourceStage {
 		t.Fatal("the source row outlived its spout task")
+	}
+}
+
+// TestStageJSON: a stage's times are seconds in JSON, as every JSON answer
+// gives them, and read back as they were.
+func TestStageJSON(t *testing.T) {
+	st := Stage{Name: KindAcker, Servers: 2, W: 1500 * time.Microsecond, Wq: 250 * time.Microsecond,
+		Model: MMc{Rho: 0.5, Wq: 3 * time.Millisecond, W: 8 * time.Millisecond, Stable: true}}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"measured_time_in_stage_seconds":0.0015`, `"measured_wait_seconds":0.00025`,
+		`"wait_seconds":0.003`, `"time_in_stage_seconds":0.008`, `"utilisation":0.5`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+	if strings.Contains(string(b), "_ns") {
+		t.Errorf("%s has a time in ns", b)
+	}
+	var back Stage
+	if err := json.Unmarshal(b, &back); err != nil || back != st {
+		t.Fatalf("read back %+v, %v; want %+v", back, err, st)
 	}
 }

@@ -259,8 +259,8 @@ type RunStatus struct {
 	DeadLettered uint64  `json:"dead_lettered"`
 	InFlight     uint64  `json:"in_flight"`
 	Tuples       uint64  `json:"tuples"`
-	LatencyP50Ms float64 `json:"complete_latency_p50_ms"` // emission to completion
-	LatencyP99Ms float64 `json:"complete_latency_p99_ms"`
+	LatencyP50   float64 `json:"complete_latency_p50_seconds"` // emission to completion
+	LatencyP99   float64 `json:"complete_latency_p99_seconds"`
 	// ElapsedSeconds is left out of streams, which send an update when
 	// something changed: time alone is no change.
 	ElapsedSeconds float64 `json:"elapsed_seconds,omitempty"`
@@ -294,11 +294,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 func runStatus(p actors.Progress) *RunStatus {
 	return &RunStatus{Roots: p.Roots, Total: p.Total, Completed: p.Completed, Failed: p.Failed,
 		TimedOut: p.TimedOut, Replayed: p.Replayed, DeadLettered: p.DeadLettered, InFlight: p.InFlight,
-		Tuples: p.Tuples, LatencyP50Ms: ms(p.LatencyP50), LatencyP99Ms: ms(p.LatencyP99), ElapsedSeconds: p.Elapsed.Seconds()}
-}
-
-func ms(d time.Duration) float64 {
-	return float64(d.Microseconds()) / 1000
+		Tuples: p.Tuples, LatencyP50: p.LatencyP50.Seconds(), LatencyP99: p.LatencyP99.Seconds(), ElapsedSeconds: p.Elapsed.Seconds()}
 }
 
 // CounterAnswer is what GET /api/counters/{component} answers. Start and

@@ -142,7 +142,7 @@ func printStatus(w io.Writer, st gateway.Status) error {
 			total = strconv.FormatInt(r.Total, 10)
 		}
 		fmt.Fprintf(tw, "\nRUN\troots %d/%s\tcompleted %d\tfailed %d (timed out %d)\treplayed %d\tdead-lettered %d\tin flight %d\tlatency p50 %.3g ms p99 %.3g ms\t%.1f s\n",
-			r.Roots, total, r.Completed, r.Failed, r.TimedOut, r.Replayed, r.DeadLettered, r.InFlight, r.LatencyP50Ms, r.LatencyP99Ms, r.ElapsedSeconds)
+			r.Roots, total, r.Completed, r.Failed, r.TimedOut, r.Replayed, r.DeadLettered, r.InFlight, 1000*r.LatencyP50, 1000*r.LatencyP99, r.ElapsedSeconds)
 	}
 	return tw.Flush()
 }
