@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -197,7 +199,92 @@ func checkYAML(b []byte) error {
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("line %d: a second YAML document: put one config in a file", next.Line)
 	}
-	return wholeNumbers(&doc, "")
+	if err := wholeNumbers(&doc, ""); err != nil {
+		return err
+	}
+	return fieldTypes(&doc, reflect.TypeFor[nodeConfig](), "")
+}
+
+// fieldTypes checks each value in n against the type of the config field
+// it sets (t, whose key path is at), so that a value of the wrong type is
+// named by its key path: the decoder's own error names only a line and a Go
+// type. Keys that name no field are left to the strict decode.
+func fieldTypes(n *yaml.Node, t reflect.Type, at string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case n.Kind == yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := fieldTypes(c, t, at); err != nil {
+				return err
+			}
+		}
+		return nil
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode && t != reflect.TypeFor[time.Duration]():
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			f, ok := yamlField(t, key)
+			if !ok {
+				continue
+			}
+			path := key
+			if at != "" {
+				path = at + "." + key
+			}
+			if err := fieldTypes(n.Content[i+1], f.Type, path); err != nil {
+				return err
+			}
+		}
+		return nil
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := fieldTypes(c, t.Elem(), fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := n.Decode(reflect.New(t).Interface()); err != nil {
+		return fmt.Errorf("line %d: %s: %q is not %s", n.Line, at, n.Value, kindOf(t))
+	}
+	return nil
+}
+
+// yamlField is t's field that YAML key names.
+func yamlField(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if name == key && f.IsExported() {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// kindOf says what a value of t looks like in YAML.
+func kindOf(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[time.Duration]():
+		return "a duration (such as 30s or 500ms)"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "a whole number"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	case t.Kind() == reflect.String:
+		return "text"
+	case t.Kind() == reflect.Slice:
+		return "a list"
+	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
+		return "a mapping of keys to values"
+	}
+	return "a " + t.String()
 }
 
 // wholeNumbers finds a number with a fraction in n, whose key path is at.

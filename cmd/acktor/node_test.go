@@ -452,11 +452,13 @@ func TestNodeConfigErrors(t *testing.T) {
 		{"provider", "cluster:\n  provider: consul\n" + good[len("cluster:\n"):], `cluster.provider "consul"`},
 		{"host", "cluster:\n  host: example.org\n" + good[len("cluster:\n"):], `cluster.host "example.org"`},
 		{"peers", "cluster:\n  automanaged:\n    port: 7000\n    peers: [nohost]\njob:\n  input: in.txt\n", `cluster.automanaged.peers: "nohost"`},
-		{"duration", good + "  window: soon\n", "line 7: cannot unmarshal !!str `soon` into time.Duration"},
+		{"duration", good + "  window: soon\n", `line 7: job.window: "soon" is not a duration (such as 30s or 500ms)`},
 		{"tracker", good[:len(good)-len("job:\n  input: in.txt\n")] + "tracker:\n  wait_members: 0s\njob:\n  input: in.txt\n", "tracker.wait_members"},
 		{"a fraction", good[:len(good)-len("job:\n  input: in.txt\n")] + "tracker:\n  ackers: 0.5\njob:\n  input: in.txt\n", "line 6: tracker.ackers: 0.5 is not a whole number"},
 		{"a fraction in a list", "cluster:\n  automanaged:\n    port: 7000\n    peers: [1.5]\njob:\n  input: in.txt\n", "line 4: cluster.automanaged.peers: 1.5 is not a whole number"},
 		{"a second document", good + "---\ntracker:\n  ackers: 5\n", "line 7: a second YAML document"},
+		{"a word for a number", good[:len(good)-len("job:\n  input: in.txt\n")] + "tracker:\n  ackers: three\njob:\n  input: in.txt\n", `line 6: tracker.ackers: "three" is not a whole number`},
+		{"a scalar for a list", "cluster:\n  automanaged:\n    port: 7000\n    peers: 127.0.0.1:7000\njob:\n  input: in.txt\n", `line 4: cluster.automanaged.peers: "127.0.0.1:7000" is not a list`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "node.yaml", tc.text)
