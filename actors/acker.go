@@ -33,7 +33,8 @@ type ackerTask struct {
 	cancel   scheduler.CancelFunc
 	fwd      *forwarder // set once the acker moved to another member
 	self     *actor.PID
-	flushing bool // a flushOut is queued
+	flushing bool   // a flushOut is queued
+	early    uint64 // Handovers that came before the acker was activated, dropped
 }
 
 func (a *ackerTask) Receive(ctx actor.Context) {
@@ -83,6 +84,10 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 		return
 	}
 	if a.core == nil {
+		if _, ok := ctx.Message().(*messages.Handover); ok { // records with no ledger to go to
+			a.early++
+			a.env.log.Errorf("%s: dropped a Handover that came before the acker was activated; its roots replay at their deadline", a.id)
+		}
 		return
 	}
 	switch m := ctx.Message().(type) {
@@ -110,7 +115,8 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 }
 
 // restart is what an acker does with a panic (panics.go): it starts its
-// core afresh, and the roots it held replay at their deadlines.
+// core afresh, and the roots it held replay at their deadlines; its
+// counters start again from zero.
 func (a *ackerTask) restart(r any) {
 	a.env.log.Errorf("%s: BUG: %v; the acker starts afresh, and the roots it held replay at their spouts' deadlines\n%s",
 		a.id, r, debug.Stack())
@@ -121,7 +127,9 @@ func (a *ackerTask) restart(r any) {
 
 // deliver sends what the acker decided.
 func (a *ackerTask) deliver() {
-	for _, o := range a.core.Ready() {
+	outs := a.core.Ready()
+	defer clear(outs) // sent: the core's buffer holds them no longer (a large Handover)
+	for _, o := range outs {
 		switch o.Dest {
 		case tracker.ToAcker:
 			a.toAcker(o.Acker, o.Msg)
@@ -209,7 +217,9 @@ func (a *ackerTask) toAcker(n int, m any) {
 
 func (a *ackerTask) stats() *messages.AckerStats {
 	if a.core == nil {
-		return &messages.AckerStats{Id: a.id}
+		return &messages.AckerStats{Id: a.id, BadMessages: a.early}
 	}
-	return a.core.Stats(a.id)
+	st := a.core.Stats(a.id)
+	st.BadMessages += a.early
+	return st
 }

@@ -362,7 +362,10 @@ func (c *Collector) Fail(t *Tuple) {
 // can mend (a malformed line, a value out of range), which Fail would
 // replay until the spout's max replays before dead-lettering it with no
 // reason of the processor's. Roots of remote clients, whose tasks the
-// topology does not know, are failed as Fail does.
+// topology does not know, are failed as Fail does, and so is every root
+// when tracking is off (a root counts as done once emitted). Should the
+// acker's word of the failure reach the spout first (it comes by another
+// path), the root replays and is rejected again.
 func (c *Collector) Reject(t *Tuple, reason string) {
 	if t.done {
 		return

@@ -35,7 +35,7 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 		return true
 	case actor.SystemMessage, actor.AutoReceiveMessage, *cluster.ClusterInit, *grain.Moved:
 		return false
-	case *pull, *spoutTick, *rotate, *flushOut, *flushAcks:
+	case *pull, *spoutTick, *rotate, *flushOut, *flushAcks, *reportNow:
 		// The old activation's messages to itself: the new one keeps its
 		// own timers, move flushed what a flush would send, and these
 		// cannot cross to another member.

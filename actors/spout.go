@@ -403,17 +403,22 @@ func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
 // flush sends the inits first, so that they usually beat the acks.
 func (s *spoutTask) flush() {
 	s.core.Flush()
-	for _, o := range s.core.Ready() {
+	outs := s.core.Ready()
+	for _, o := range outs {
 		if p := s.res.get(KindAcker, tracker.AckerIdentity(o.Acker)); p != nil {
 			s.root.Send(p, o.Msg)
 		} else {
 			s.env.log.Errorf("spout %s: no member hosts %s; its roots will replay at their deadline", s.info.Component, tracker.AckerIdentity(o.Acker))
 		}
 	}
+	clear(outs) // sent: the core's buffer holds them no longer
 	s.col.flush()
 }
 
 func (s *spoutTask) completed(m *messages.Completed) {
+	if s.core == nil { // activated as no spout task: nothing in flight
+		return
+	}
 	// A root was emitted a deadline's length before its deadline.
 	emittedBy := s.env.now().UnixNano() + int64(s.env.cfg.spoutDeadline())
 	for _, id := range m.SpringIds {
@@ -439,6 +444,9 @@ func (s *spoutTask) refill() {
 }
 
 func (s *spoutTask) failed(m *messages.Failed) {
+	if s.core == nil {
+		return
+	}
 	reason := "failed by a processor"
 	if m.Reason == messages.FailReason_FAIL_REASON_TIMEOUT {
 		reason = "timed out at its acker"
@@ -462,6 +470,9 @@ func (s *spoutTask) failed(m *messages.Failed) {
 // rejected dead-letters at once roots a processor rejected (Collector.Reject).
 // The Failed their ackers send next finds them settled, and is ignored.
 func (s *spoutTask) rejected(m *messages.Rejected) {
+	if s.core == nil {
+		return
+	}
 	for _, id := range m.SpringIds {
 		p, ok := s.core.Settle(id)
 		if !ok {
