@@ -39,18 +39,18 @@ func TestMain(m *testing.M) {
 // writeNodeConfigs writes one config per member of a 3-member cluster;
 // member 0 drives the word count of input. It returns the config paths and
 // the members' remote addresses.
-func writeNodeConfigs(t *testing.T, dir, input, timeout, driverExtra string) (paths, addrs []string) {
+func writeNodeConfigs(t testing.TB, dir, input, timeout, driverExtra string) (paths, addrs []string) {
 	return writeNodeConfigsWith(t, dir, input, timeout, driverExtra, "")
 }
 
 // writeNodeConfigsWith is writeNodeConfigs with the etcd provider when
 // etcdAddr is not empty.
-func writeNodeConfigsWith(t *testing.T, dir, input, timeout, driverExtra, etcdAddr string) (paths, addrs []string) {
+func writeNodeConfigsWith(t testing.TB, dir, input, timeout, driverExtra, etcdAddr string) (paths, addrs []string) {
 	return writeNodeConfigsN(t, 3, dir, input, timeout, driverExtra, etcdAddr)
 }
 
 // writeNodeConfigsN writes the configs of n members.
-func writeNodeConfigsN(t *testing.T, n int, dir, input, timeout, driverExtra, etcdAddr string) (paths, addrs []string) {
+func writeNodeConfigsN(t testing.TB, n int, dir, input, timeout, driverExtra, etcdAddr string) (paths, addrs []string) {
 	all := testserver.FreePorts(t, 2*n)
 	ports, remotes := all[:n], all[n:]
 	var peers []string
@@ -102,7 +102,7 @@ job:
 }
 
 // startNode starts `acktor node --config path` as a process of its own.
-func startNode(t *testing.T, path string) (*exec.Cmd, *os.File) {
+func startNode(t testing.TB, path string) (*exec.Cmd, *os.File) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "node", "--config", path, "--log-level", "info")
 	cmd.Env = append(os.Environ(), asMain+"=1")
@@ -257,7 +257,7 @@ func nodeKilled(t *testing.T, etcdAddr string) {
 }
 
 // writeInput writes lines of random words and returns the truth.
-func writeInput(t *testing.T, dir string, lines int) (string, map[string]int64) {
+func writeInput(t testing.TB, dir string, lines int) (string, map[string]int64) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	var text strings.Builder
 	truth := map[string]int64{}
@@ -298,7 +298,7 @@ func driverDone(t *testing.T, sc *bufio.Scanner, tail []string, driver *exec.Cmd
 }
 
 // startDriver starts the driver node; its stderr carries the progress.
-func startDriver(t *testing.T, path string, env ...string) (*exec.Cmd, io.Reader) {
+func startDriver(t testing.TB, path string, env ...string) (*exec.Cmd, io.Reader) {
 	t.Helper()
 	driver := exec.Command(os.Args[0], "node", "--config", path)
 	driver.Env = append(append(os.Environ(), asMain+"=1"), env...)
@@ -337,7 +337,7 @@ type nodeStats struct {
 	} `json:"ackers"`
 }
 
-func readNodeStats(t *testing.T, dir string) (nodeStats, []byte) {
+func readNodeStats(t testing.TB, dir string) (nodeStats, []byte) {
 	var st nodeStats
 	b, err := os.ReadFile(filepath.Join(dir, "stats.json"))
 	if err != nil {
