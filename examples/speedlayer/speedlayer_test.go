@@ -29,12 +29,22 @@ func quiet() *logrus.Logger {
 // start runs the speed layer over oc on an embedded member.
 func start(t *testing.T, oc OrdersConfig, o Options) (*actors.Runtime, *cluster.Node) {
 	t.Helper()
-	topo, err := Build(Orders(oc), o)
+	return startOver(t, Orders(oc), o, nil)
+}
+
+// startOver runs the speed layer over src on an embedded member, its dead
+// letters to sink (nil: the runtime's default).
+func startOver(t *testing.T, src source.Factory, o Options, sink actors.DeadLetterSink) (*actors.Runtime, *cluster.Node) {
+	t.Helper()
+	topo, err := Build(src, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := actors.DefaultConfig()
 	cfg.Log = quiet()
+	if sink != nil {
+		cfg.DeadLetters = sink
+	}
 	rt, err := actors.New(topo, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -169,22 +179,8 @@ func TestBadOrdersRejected(t *testing.T) {
 	if err := os.WriteFile(path, []byte("zone-01 r1 2350\nzone-01 r2 23.50\nzone-02 r3\nzone-02 r3 500\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	topo, err := Build(source.File(path), Options{Spouts: 1, Parsers: 2, Counters: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sink := &deadLetters{}
-	cfg := actors.DefaultConfig()
-	cfg.Log, cfg.DeadLetters = quiet(), sink
-	rt, err := actors.New(topo, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := cluster.StartEmbedded("speedlayer", rt.Kinds(), quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Stop()
+	rt, node := startOver(t, source.File(path), Options{Spouts: 1, Parsers: 2, Counters: 1}, sink)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := rt.Run(ctx, node.Cluster, nil)
