@@ -454,7 +454,6 @@ func runNode(ctx context.Context, cfg nodeConfig, log *logrus.Logger) error {
 	if err != nil {
 		return configError(err)
 	}
-	defer job.close()
 	kinds := job.rt.WorkerKinds()
 	if cfg.Job.Driver {
 		kinds = job.rt.Kinds()

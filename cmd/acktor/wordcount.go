@@ -151,7 +151,6 @@ func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) err
 	if err != nil {
 		return err
 	}
-	defer job.close()
 	node, err := cluster.StartEmbedded("acktor-wordcount", job.rt.Kinds(), log)
 	if err != nil {
 		return err
@@ -163,17 +162,15 @@ func runWordcount(ctx context.Context, f wordcountFlags, log *logrus.Logger) err
 // wordcountJob is a word count ready to run on a cluster member: the
 // embedded one, or a node of a multi-machine cluster.
 type wordcountJob struct {
-	f        wordcountFlags
-	win      window.Config
-	rt       *actors.Runtime
-	dead     *deadLetters
-	out      io.Writer
-	closeOut func()
+	f    wordcountFlags
+	win  window.Config
+	rt   *actors.Runtime
+	dead *deadLetters
 }
 
 // newWordcountJob checks the flags and builds the topology and runtime; a
-// driver (the member that runs the job and writes its results) also opens
-// the output and checks the stats file can be written, before the run.
+// driver (the member that runs the job and writes its results) also checks
+// that the output and the stats file can be written, before the run.
 func newWordcountJob(f wordcountFlags, log *logrus.Logger, driver bool) (*wordcountJob, error) {
 	switch f.progress {
 	case "auto", "bar", "log", "none":
@@ -194,7 +191,7 @@ func newWordcountJob(f wordcountFlags, log *logrus.Logger, driver bool) (*wordco
 	if err != nil {
 		return nil, flagError(err)
 	}
-	j := &wordcountJob{f: f, win: win, dead: &deadLetters{}, closeOut: func() {}}
+	j := &wordcountJob{f: f, win: win, dead: &deadLetters{}}
 	cfg := actors.DefaultConfig()
 	cfg.Ackers, cfg.MaxPending, cfg.Timeout, cfg.MaxReplays = f.ackers, f.maxPending, f.timeout, f.maxReplays
 	cfg.BatchSize, cfg.AckDelay, cfg.Seed, cfg.Log, cfg.DeadLetters = f.batch, f.ackDelay, f.seed, log, j.dead
@@ -204,21 +201,18 @@ func newWordcountJob(f wordcountFlags, log *logrus.Logger, driver bool) (*wordco
 	if !driver {
 		return j, nil
 	}
-	if j.out, j.closeOut, err = openOutput(f.output); err != nil {
-		return nil, err
+	if err := checkWritable(f.output); err != nil { // written when the run ends, atomically
+		return nil, optionError(2, "Output", ": "+err.Error())
 	}
 	if f.stats != "" { // find out now, not after the run, that it cannot be written
 		fh, err := os.OpenFile(f.stats, os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
-			j.closeOut()
 			return nil, optionError(2, "Stats", ": "+err.Error())
 		}
 		_ = fh.Close()
 	}
 	return j, nil
 }
-
-func (j *wordcountJob) close() { j.closeOut() }
 
 // run runs the job from this member, writes the counts and the stats, and
 // says whether every line finished.
@@ -231,7 +225,8 @@ func (j *wordcountJob) run(ctx context.Context, c *pcluster.Cluster) error {
 	if err != nil {
 		return &exitError{code: 1, msg: err.Error()}
 	}
-	if err := writeCounts(j.out, wordcount.Counts(st)); err != nil {
+	// Written whole or not at all: a run that fails leaves the last counts.
+	if err := writeAtomic(j.f.output, func(w io.Writer) error { return writeCounts(w, wordcount.Counts(st)) }); err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
 	if j.f.stats != "" {
@@ -290,17 +285,6 @@ func flagError(err error) error {
 		}
 	}
 	return &exitError{code: 2, msg: err.Error()}
-}
-
-func openOutput(path string) (io.Writer, func(), error) {
-	if path == "" || path == "-" {
-		return os.Stdout, func() {}, nil
-	}
-	fh, err := os.Create(path)
-	if err != nil {
-		return nil, nil, optionError(2, "Output", ": "+err.Error())
-	}
-	return fh, func() { _ = fh.Close() }, nil
 }
 
 func writeCounts(w io.Writer, counts map[string]int64) error {

@@ -223,3 +223,24 @@ func TestGatewayURL(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputKeptOnFailure: a word count that fails before its end leaves
+// the output file as it was (it was truncated when the run began); the
+// counts are written whole when a run ends.
+func TestOutputKeptOnFailure(t *testing.T) {
+	in := writeFile(t, "in.txt", "a b\nc\n")
+	out := writeFile(t, "counts.tsv", "earlier\t1\n")
+	stats := filepath.Join(t.TempDir(), "no-such-dir", "stats.json")
+	if err := acktor(t, "wordcount", "--input", in, "--output", out, "--stats", stats, "--progress", "none"); err == nil {
+		t.Fatal("a run whose stats cannot be written succeeded")
+	}
+	if b, _ := os.ReadFile(out); string(b) != "earlier\t1\n" {
+		t.Fatalf("after a failed run the output holds %q", b)
+	}
+	if err := acktor(t, "wordcount", "--input", in, "--output", out, "--progress", "none"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "a\t1\nb\t1\nc\t1\n" {
+		t.Fatalf("after a run the output holds %q", b)
+	}
+}
