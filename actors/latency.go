@@ -46,11 +46,13 @@ type LatencyBucket struct {
 
 // buckets is h as cumulative buckets at every power of two of
 // microseconds, from 8 µs (where the log-linear buckets align), and the
-// count of all.
+// count of all. A bucket counts latencies below its bound (a latency of
+// exactly 8 µs is in the next), and the last one holds every latency past
+// 2^32 µs as well, so it has no finite bound: only the count covers it.
 func (h *latencyHistogram) buckets() (out []LatencyBucket, count uint64) {
 	for i, c := range h {
 		count += c
-		if i >= 4 && (i-4)%4 == 3 || i == len(h)-1 {
+		if i >= 4 && (i-4)%4 == 3 && i < len(h)-1 {
 			out = append(out, LatencyBucket{Upper: latencyUpper(i), Cumulative: count})
 		}
 	}

@@ -74,3 +74,26 @@ func TestLatencyQuantiles(t *testing.T) {
 		t.Fatal("empty histogram has a median")
 	}
 }
+
+// TestLatencyPrometheusBuckets: the Prometheus buckets are cumulative at powers of
+// two of microseconds; a latency past the last bound counts in no finite
+// bucket, only in the count.
+func TestLatencyPrometheusBuckets(t *testing.T) {
+	var h latencyHistogram
+	for _, d := range []time.Duration{5 * time.Microsecond, 7 * time.Microsecond, 12 * time.Microsecond, 100 * time.Hour} {
+		h.record(d)
+	}
+	b, count := h.buckets()
+	if count != 4 || len(b) == 0 || b[0].Upper != 8*time.Microsecond || b[0].Cumulative != 2 || b[1].Upper != 16*time.Microsecond || b[1].Cumulative != 3 {
+		t.Fatalf("buckets %v, count %d", b[:min(2, len(b))], count)
+	}
+	last := b[len(b)-1]
+	if last.Cumulative != 3 || last.Upper >= 100*time.Hour {
+		t.Fatalf("last finite bucket %+v: the 100 h latency must be in none", last)
+	}
+	for i := 1; i < len(b); i++ {
+		if b[i].Upper != 2*b[i-1].Upper || b[i].Cumulative < b[i-1].Cumulative {
+			t.Fatalf("bucket %d: %+v after %+v", i, b[i], b[i-1])
+		}
+	}
+}

@@ -89,4 +89,4 @@ func erlangC(c int, a float64) float64 {
 	return b / (1 - rho + rho*b)
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }

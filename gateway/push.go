@@ -260,8 +260,12 @@ func (s *Server) serveSSE(w http.ResponseWriter, r *http.Request, sub *subscribe
 		case <-r.Context().Done():
 			return
 		case <-sub.gone:
-			s.log.Infof("gateway: dropping SSE client %s: %s", r.RemoteAddr, sub.reason)
-			send("event: dropped\ndata: %s\n\n", errorJSON(sub.reason))
+			event := "dropped"
+			if sub.closing {
+				event = "end" // the stream ends, as it should
+			}
+			s.log.Infof("gateway: closing the stream of SSE client %s: %s", r.RemoteAddr, sub.reason)
+			send("event: "+event+"\ndata: %s\n\n", errorJSON(sub.reason))
 			return
 		case v := <-sub.updates:
 			if !send("data: %s\n\n", v) {

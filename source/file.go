@@ -54,7 +54,8 @@ const fileBufSize = 64 << 10
 // Reason; Next then goes on with the line after it. It still counts in Total
 // (Next hands out exactly Total roots and bad records together, as the spout
 // counts them), and Replay of its offset returns an error wrapping
-// ErrLineTooLong.
+// ErrLineTooLong. So is a line that is not UTF-8 (tuple values are strings,
+// which the wire requires to be UTF-8), its Replay wrapping ErrNotUTF8.
 func File(path string) Factory {
 	return fileFactory(path, MaxLineBytes)
 }
@@ -343,6 +344,9 @@ func (s *fileSource) replay(id uint64) (string, error) {
 	}
 	if len(line) == 0 {
 		return "", fmt.Errorf("offset %d starts an empty line, not a root: %w", off, ErrUnknownRoot)
+	}
+	if !utf8.Valid(line) {
+		return "", fmt.Errorf("line at offset %d is not valid UTF-8, a bad record: %w", off, ErrNotUTF8)
 	}
 	return string(line), nil
 }

@@ -661,6 +661,9 @@ func TestNotUTF8(t *testing.T) {
 		if r, err := next(); err != nil || r.Payload != "after é" {
 			t.Fatalf("Next after the bad line = %+v, %v", r, err)
 		}
+		if _, err := src.Replay(badID); !errors.Is(err, ErrNotUTF8) {
+			t.Fatalf("Replay of the bad line: %v, want ErrNotUTF8", err)
+		}
 	}
 	t.Run("file", func(t *testing.T) {
 		path := writeFile(t, content)

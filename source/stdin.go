@@ -66,7 +66,7 @@ func readerFactory(r io.Reader, name string, maxLine int) Factory {
 			lines:   make(chan readerLine, ReaderBuffer),
 			stop:    make(chan struct{}),
 			pending: make(map[uint64]string),
-			bad:     make(map[uint64]struct{}),
+			bad:     make(map[uint64]error),
 		}
 		go s.read(r, maxLine)
 		return s, nil
@@ -81,7 +81,7 @@ type readerSource struct {
 	readErr error           // set by read before it closes lines
 	seq     uint64          // ID of the next root or bad record
 	pending map[uint64]string
-	bad     map[uint64]struct{} // IDs of over-long lines handed out, until Done
+	bad     map[uint64]error // IDs of bad records handed out (over-long, not UTF-8), until Done
 	closed  bool
 	eof     bool
 }
@@ -143,12 +143,12 @@ func (s *readerSource) Next() (Root, error) {
 		id := s.seq
 		s.seq++
 		if l.long != nil {
-			s.bad[id] = struct{}{}
+			s.bad[id] = ErrLineTooLong
 			return Root{}, &BadRecord{ID: id, Payload: l.long.prefix,
 				Reason: fmt.Sprintf("%s: line %d %s", s.name, l.num, l.long.what())}
 		}
 		if !utf8.ValidString(l.line) {
-			s.bad[id] = struct{}{}
+			s.bad[id] = ErrNotUTF8
 			return Root{}, notUTF8(id, []byte(l.line), fmt.Sprintf("%s: line %d", s.name, l.num))
 		}
 		s.pending[id] = l.line
@@ -171,7 +171,7 @@ func (s *readerSource) Replay(id uint64) (string, error) {
 	line, ok := s.pending[id]
 	if _, bad := s.bad[id]; bad {
 		// Handed out as a bad record, whose line was never kept.
-		return "", fmt.Errorf("source: %s: root %d is an over-long line, a bad record: %w", s.name, id, ErrLineTooLong)
+		return "", fmt.Errorf("source: %s: root %d is a bad record: %w", s.name, id, s.bad[id])
 	}
 	if !ok {
 		return "", fmt.Errorf("source: %s: root %d was never handed out or is done: %w", s.name, id, ErrUnknownRoot)

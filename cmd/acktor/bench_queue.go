@@ -92,7 +92,7 @@ func benchQueue(ctx context.Context, out io.Writer, log *logrus.Logger, f benchQ
 		split, splitWait := inStage(st.Split)
 		fmt.Fprintf(tw, "%.2f\t%.0f\t%.0f\t%.2f\t%s\t%s\t%.2f\t%s\t%s\t%s\t\n", rho, st.Arrivals, st.Service, st.Model.Rho,
 			model, split, st.L, wait, splitWait, st.W.Round(time.Microsecond))
-		if st.Model != (actors.MMc{}) && !st.Model.Stable {
+		if st.Model != (actors.MMc{}) && !st.Model.Stable && st.Service < 0.95/f.service.Seconds() {
 			behind = append(behind, fmt.Sprintf("%.2f", rho))
 		}
 		log.Infof("bench queue: load %.2f done", rho)

@@ -135,7 +135,7 @@ func windowOf(f wordcountFlags) (window.Config, error) {
 	case f.window == 0 && f.pane == 0:
 		return window.Config{}, nil
 	case f.window <= 0:
-		return window.Config{}, optionError(2, "WindowSize", fmt.Sprintf(" %v: want > 0 with --pane", f.window))
+		return window.Config{}, optionError(2, "WindowSize", fmt.Sprintf(" %v: want > 0 when a pane is given", f.window))
 	case f.pane == 0:
 		f.pane = f.window
 	}
@@ -381,11 +381,12 @@ func (d *deadLetters) first() string {
 // otherwise. Rates are over the last second or more, so that the reports of
 // many tasks arriving unevenly do not make them jump.
 type progress struct {
-	mode   string
-	prev   actors.Progress // where the current rate window started
-	rate   float64
-	last   actors.Progress
-	logged actors.Progress // the last one a log line showed
+	mode       string
+	prev       actors.Progress // where the current rate window started
+	rate       float64
+	last       actors.Progress
+	logged     actors.Progress // the last one a log line showed
+	loggedRate float64         // ... and the rate it showed
 }
 
 func newProgress(mode string) *progress {
@@ -414,10 +415,10 @@ func (p *progress) update(pr actors.Progress) {
 	case "bar":
 		p.draw(pr)
 	case "log":
-		if idle(p.logged, pr) { // an idle run (an ingest node waiting for records) logs nothing new
+		if idle(p.logged, pr) && p.loggedRate == 0 { // an idle run (an ingest node waiting for records) logs once at 0/s, then nothing
 			return
 		}
-		p.logged = pr
+		p.logged, p.loggedRate = pr, p.rate
 		fmt.Fprintf(os.Stderr, "%s progress: roots %d/%s, %.0f tuples/s, in flight %d, replays %d, dead-lettered %d\n",
 			time.Now().Format(time.TimeOnly), pr.Completed, total(pr), p.rate, pr.InFlight, pr.Replayed, pr.DeadLettered)
 	}
