@@ -33,7 +33,8 @@ func main() {
 	path := flag.String("config", "examples/cluster/client.yaml", "the client's YAML config: cluster section and acker count")
 	jobs := flag.Int("jobs", 10000, "jobs (roots) to run")
 	failRate := flag.Float64("fail-rate", 0.01, "share of jobs a worker fails on purpose")
-	wait := flag.Duration("wait", 60*time.Second, "how long to wait for the last job's outcome")
+	wait := flag.Duration("wait", 60*time.Second, "how long to wait for a job's outcome before giving up")
+	concurrency := flag.Int("concurrency", 0, "jobs open at a time: each begins when one ends (closed loop); 0 begins them all at once (open loop)")
 	flag.Parse()
 	switch {
 	case *jobs < 1:
@@ -45,14 +46,17 @@ func main() {
 	case *wait <= 0:
 		fmt.Fprintf(os.Stderr, "trackclient: --wait %v: want > 0\n", *wait)
 		os.Exit(2)
+	case *concurrency < 0:
+		fmt.Fprintf(os.Stderr, "trackclient: --concurrency %d: want >= 0\n", *concurrency)
+		os.Exit(2)
 	}
-	if err := run(*path, *jobs, *failRate, *wait); err != nil {
+	if err := run(*path, *jobs, *concurrency, *failRate, *wait); err != nil {
 		fmt.Fprintln(os.Stderr, "trackclient:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path string, jobs int, failRate float64, wait time.Duration) error {
+func run(path string, jobs, concurrency int, failRate float64, wait time.Duration) error {
 	cfg := config{Cluster: cluster.DefaultConfig()}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -92,7 +96,7 @@ func run(path string, jobs int, failRate float64, wait time.Duration) error {
 	}
 	started := make(map[uint64]time.Time, jobs)
 	rng := rand.New(rand.NewPCG(1, 2))
-	for range jobs {
+	begin := func() error {
 		ids := make([]uint64, 1+rng.IntN(4)) // the job's steps
 		init := uint64(0)
 		for i := range ids {
@@ -108,14 +112,21 @@ func run(path string, jobs int, failRate float64, wait time.Duration) error {
 		for i, id := range ids {
 			work <- step{root: root, id: id, fail: fail && i == 0}
 		}
+		return nil
 	}
-	close(work)
-	wg.Wait()
+	defer func() { close(work); wg.Wait() }()
 
-	var completed, failed, timedOut int
+	var begun, completed, failed, timedOut int
 	var latency []time.Duration
-	deadline := time.After(wait)
+	idle := time.NewTimer(wait)
+	defer idle.Stop()
 	for completed+failed+timedOut < jobs {
+		for begun < jobs && (concurrency == 0 || len(started) < concurrency) {
+			if err := begin(); err != nil {
+				return err
+			}
+			begun++
+		}
 		select {
 		case e := <-cl.Events():
 			t0, ok := started[e.SpringID]
@@ -132,12 +143,17 @@ func run(path string, jobs int, failRate float64, wait time.Duration) error {
 			default:
 				failed++
 			}
-		case <-deadline:
-			return fmt.Errorf("%d of %d jobs without an outcome after %v", len(started), jobs, wait)
+			idle.Reset(wait)
+		case <-idle.C:
+			return fmt.Errorf("%d of %d jobs without an outcome, none for %v", len(started), jobs, wait)
 		}
 	}
 	slices.Sort(latency)
-	fmt.Printf("jobs %d: completed %d, failed %d, timed out %d; latency p50 %v, p99 %v\n", jobs, completed, failed, timedOut,
+	loop := "all at once (open loop)"
+	if concurrency > 0 {
+		loop = fmt.Sprintf("%d at a time (closed loop)", concurrency)
+	}
+	fmt.Printf("jobs %d, %s: completed %d, failed %d, timed out %d; latency p50 %v, p99 %v\n", jobs, loop, completed, failed, timedOut,
 		latency[len(latency)/2].Round(time.Microsecond), latency[len(latency)*99/100].Round(time.Microsecond))
 	return nil
 }
