@@ -48,10 +48,11 @@
 // there, fsyncs, reports it in Recovered and through Options.Logf ("wal:
 // truncated torn tail of N bytes in segment X at offset Y"). This is the
 // torn tail of a crash; those records had not been acknowledged, since an
-// append returns only after an fsync that covered them. (A checksum error in
-// the middle of the last segment cannot be told from a torn write without
-// more metadata, and is truncated the same way; the byte count is in the log
-// line.) Sealed segments were fsynced before the next one was created, so a
+// append returns only after an fsync that covered them. A frame that fails
+// its checksum with a whole, valid frame after it is no torn tail but
+// damage to records already acknowledged: Open refuses the log with a
+// *CorruptError naming the file and the byte, and truncates nothing (move
+// the segment aside to open the log without it). Sealed segments were fsynced before the next one was created, so a
 // bad frame in one is corruption: reading it, or Verify, returns a
 // *CorruptError naming the file and the byte position, and nothing is
 // truncated.
@@ -77,6 +78,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -566,6 +568,17 @@ func (l *Log) recover(s *segment) error {
 		if !errors.Is(ce.Err, ErrIncomplete) && !errors.Is(ce.Err, ErrChecksum) {
 			return fmt.Errorf("wal: segment %s: reading byte %d: %w", s.path, ce.Pos, ce.Err) // an I/O error: truncate nothing
 		}
+		if errors.Is(ce.Err, ErrChecksum) {
+			next, err := wholeFrameAfter(s.f, ce.Pos, s.size)
+			if err != nil {
+				return fmt.Errorf("wal: segment %s: %w", s.path, err)
+			}
+			if next >= 0 { // the appends after it were answered: not a torn tail
+				ce.Segment = s.path
+				return fmt.Errorf("%w, and a whole record follows at byte %d: records already acknowledged are damaged; "+
+					"the log is left as it is (move the segment aside to open the log without it)", ce, next)
+			}
+		}
 		if err := s.f.Truncate(res.valid); err != nil {
 			return fmt.Errorf("wal: truncating the torn tail of %s: %w", s.path, err)
 		}
@@ -582,6 +595,33 @@ func (l *Log) recover(s *segment) error {
 	}
 	s.idx, s.indexed, s.count = res.index, true, res.count
 	return nil
+}
+
+// wholeFrameAfter is the position of the first whole, valid frame after
+// the bad frame at pos (up to size), or -1. The bad frame's own length is
+// tried first (a flipped payload bit keeps it right); then every position,
+// for a length field that was damaged too.
+func wholeFrameAfter(r io.ReaderAt, pos, size int64) (int64, error) {
+	if size-pos <= HeaderSize {
+		return -1, nil
+	}
+	b := make([]byte, size-pos)
+	if _, err := r.ReadAt(b, pos); err != nil && !errors.Is(err, io.EOF) {
+		return -1, fmt.Errorf("reading byte %d: %w", pos, err)
+	}
+	whole := func(q int64) bool {
+		_, _, _, err := DecodeFrame(b[q:])
+		return err == nil
+	}
+	if q := FrameSize(b); q < int64(len(b)) && whole(q) {
+		return pos + q, nil
+	}
+	for q := int64(1); q+HeaderSize <= int64(len(b)); q++ {
+		if FrameSize(b[q:]) <= int64(len(b))-q && whole(q) {
+			return pos + q, nil
+		}
+	}
+	return -1, nil
 }
 
 // createSegment creates and registers the segment with the given base as

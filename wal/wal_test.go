@@ -892,3 +892,53 @@ func TestCloseWhileAppending(t *testing.T) {
 		})
 	}
 }
+
+// TestDamageBeforeWholeRecords: a bad frame in the middle of the last
+// segment, with whole records after it, is damage to acknowledged records,
+// not a torn tail: Open refuses the log, naming the file and the byte, and
+// the file is left as it was (it used to be truncated there, dropping every
+// answered record after the damage with one log line).
+func TestDamageBeforeWholeRecords(t *testing.T) {
+	const n = 50
+	orig := t.TempDir()
+	writeLog(t, orig, 1<<30, n) // one segment
+	segs := segmentFiles(t, orig)
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := 0
+	for i := range 20 {
+		pos += HeaderSize + len(payload(i))
+	}
+	for _, tc := range []struct {
+		name string
+		at   int
+	}{
+		{"a payload byte", pos + HeaderSize + 1},
+		{"the time", pos + 9},
+		{"the length", pos + 4},
+		{"the checksum", pos},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyDir(t, orig)
+			path := filepath.Join(dir, filepath.Base(segs[0]))
+			c := append([]byte(nil), b...)
+			c[tc.at] ^= 0x10
+			if err := os.WriteFile(path, c, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l, err := Open(dir, Options{})
+			if err == nil {
+				l.Close()
+				t.Fatal("Open took a log whose acknowledged records are damaged")
+			}
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), fmt.Sprintf("byte %d", pos)) {
+				t.Fatalf("Open: %v, want a corrupt-segment error naming %s at byte %d", err, path, pos)
+			}
+			if after, _ := os.ReadFile(path); !bytes.Equal(after, c) {
+				t.Fatal("Open changed the damaged segment")
+			}
+		})
+	}
+}
