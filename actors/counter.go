@@ -227,7 +227,7 @@ func (k *Counter) apply(t *Tuple) error {
 			return nil
 		}
 	}
-	err := k.w.Add(tm, []byte(vals[k.o.Key]), value)
+	err := k.w.AddString(tm, vals[k.o.Key], value)
 	if err != nil && dedupe {
 		k.seen.Release(tm, cid)
 	}

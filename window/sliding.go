@@ -3,6 +3,7 @@ package window
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // MaxKeys is the largest Limits.MaxKeys: columns are uint32, and so are
@@ -180,6 +181,12 @@ func (w *Sliding) Add(t int64, key []byte, value int64) error {
 	i, err := w.addHead(col, value)
 	e.hint = i
 	return err
+}
+
+// AddString is Add for a key held as a string, without copying it into a
+// byte slice first (Add only reads its key; the dictionary keeps copies).
+func (w *Sliding) AddString(t int64, key string, value int64) error {
+	return w.Add(t, unsafe.Slice(unsafe.StringData(key), len(key)), value)
 }
 
 // AddIndex is Add for a caller that holds the key's column (from Column),

@@ -552,3 +552,29 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestAddString: a key given as a string counts as the same key given as
+// bytes, and the window keeps a copy of it, not the caller's string.
+func TestAddString(t *testing.T) {
+	w, err := New(Config{Size: 10 * time.Second, Pane: time.Second}, Limits{MaxKeys: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := []byte("alpha")
+	key := string(buf)
+	for i, add := range []func() error{
+		func() error { return w.AddString(1e9, key, 2) },
+		func() error { return w.Add(1e9, []byte("alpha"), 3) },
+		func() error { return w.AddString(2e9, "", 1) },
+	} {
+		if err := add(); err != nil {
+			t.Fatalf("add %d: %v", i, err)
+		}
+	}
+	if got := w.Get([]byte("alpha")); got.Count != 2 || got.Sum != 5 {
+		t.Fatalf("alpha: %+v, want count 2 sum 5", got)
+	}
+	if got := w.Get(nil); got.Count != 1 {
+		t.Fatalf("the empty key: %+v", got)
+	}
+}
