@@ -703,3 +703,30 @@ func TestStreamEndsWhenGatewayCloses(t *testing.T) {
 		return
 	}
 }
+
+// TestRateWindow: the status stream's rates are taken over two seconds or
+// more, so that a steady rate reads steady whatever lands between polls;
+// before that, the run's average (no zeros on the first update); a new run
+// starts afresh.
+func TestRateWindow(t *testing.T) {
+	var w rateWindow
+	at := func(sec float64, tuples uint64) actors.Progress {
+		return actors.Progress{Elapsed: time.Duration(sec * float64(time.Second)), Tuples: tuples, Completed: tuples / 10}
+	}
+	for _, tc := range []struct {
+		p    actors.Progress
+		want float64
+	}{
+		{at(0.5, 1000), 2000},   // the average so far
+		{at(1.0, 2400), 2400},   // a report landed early: still the average
+		{at(1.5, 2600), 1733.3}, // and one late
+		{at(2.5, 5000), 2000},   // over the two seconds since 0.5
+		{at(3.0, 6000), 1800},   // since 1.0
+		{at(3.5, 7000), 2200},   // since 1.5
+		{at(0.5, 300), 600},     // a new run
+	} {
+		if got := w.add(tc.p); got.Tuples != tc.want {
+			t.Errorf("at %v: %v tuples/s, want %v", tc.p.Elapsed, got.Tuples, tc.want)
+		}
+	}
+}
