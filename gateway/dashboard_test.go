@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,4 +125,30 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("connection %q, want live", p.Conn)
 	}
 	t.Logf("completed went from %d to %d", first, second)
+	// At a laptop's, a desktop's and a wide screen's width, no card cuts
+	// its content off: what does not fit scrolls inside the card.
+	shots := os.Getenv("ACKTOR_DASHBOARD_SHOTS") // a directory for screenshots, to look at
+	for _, width := range []int64{800, 1400, 1920} {
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, 1000)); err != nil {
+			t.Fatalf("at %d px: %v", width, err)
+		}
+		time.Sleep(300 * time.Millisecond) // a layout and an update
+		cut, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("section")].filter(s =>
+			s.scrollWidth > s.clientWidth + 1 && getComputedStyle(s).overflowX !== "auto").map(s => s.querySelector("h2").textContent)`))
+		if err != nil {
+			t.Fatalf("at %d px: %v", width, err)
+		}
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("at %d px: %v", width, err)
+		}
+		if len(cut) > 0 {
+			t.Errorf("at %d px these cards cut their content off: %q", width, cut)
+		}
+		if shots != "" {
+			if err := os.WriteFile(filepath.Join(shots, fmt.Sprintf("dashboard-%d.png", width)), png, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
