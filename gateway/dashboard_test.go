@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/acktor/acktor/source"
@@ -78,6 +80,23 @@ func TestDashboardInChromium(t *testing.T) {
 	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelTimeout()
 
+	var mu sync.Mutex
+	var pageErrors []string // script exceptions and console errors
+	listen := func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev := ev.(type) {
+		case *cdpruntime.EventExceptionThrown:
+			pageErrors = append(pageErrors, fmt.Sprintf("exception at %s:%d: %s", ev.ExceptionDetails.URL, ev.ExceptionDetails.LineNumber, ev.ExceptionDetails.Text))
+		case *cdpruntime.EventConsoleAPICalled:
+			if ev.Type == cdpruntime.ConsoleAPICalledTypeError {
+				pageErrors = append(pageErrors, fmt.Sprintf("console.error: %v", ev.Args))
+			}
+		}
+	}
+	if err := chromedp.Listen(ctx, listen); err != nil {
+		t.Fatalf("listening to the page: %v", err)
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL)); err != nil {
 		t.Fatalf("loading the dashboard: %v", err)
 	}
@@ -124,6 +143,19 @@ func TestDashboardInChromium(t *testing.T) {
 	if p.Conn != "live" {
 		t.Fatalf("connection %q, want live", p.Conn)
 	}
+	// The time charts (the embedded uPlot) hold the stream's updates.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		points, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`charts.map(c => c.data[0].length)`))
+		if err != nil {
+			t.Fatalf("reading the charts: %v", err)
+		}
+		if len(points) == 3 && points[0] > 2 && points[1] > 2 && points[2] > 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the charts hold %v points, want 3 charts with data", points)
+		}
+	}
 	t.Logf("completed went from %d to %d", first, second)
 	// At a laptop's, a desktop's and a wide screen's width, no card cuts
 	// its content off: what does not fit scrolls inside the card.
@@ -145,10 +177,18 @@ func TestDashboardInChromium(t *testing.T) {
 		if len(cut) > 0 {
 			t.Errorf("at %d px these cards cut their content off: %q", width, cut)
 		}
+		if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(".chart canvas").length`)); err != nil || n != 3 {
+			t.Errorf("at %d px: %d charts drawn (%v), want 3", width, n, err)
+		}
 		if shots != "" {
 			if err := os.WriteFile(filepath.Join(shots, fmt.Sprintf("dashboard-%d.png", width)), png, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pageErrors) > 0 {
+		t.Fatalf("the page reported errors: %q", pageErrors)
 	}
 }

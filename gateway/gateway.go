@@ -129,6 +129,8 @@ func New(rt *actors.Runtime, c *pcluster.Cluster, token string, log logrus.Field
 	s.mux.HandleFunc("GET /api/stream/counters/{component}", s.streamCounters)
 	s.mux.HandleFunc("POST /api/admin/ackers", s.setAckers)
 	s.mux.HandleFunc("GET /", s.dashboard)
+	s.mux.HandleFunc("GET /dashboard/uPlot-1.6.31.iife.min.js", dashboardAsset(uPlotJS, "text/javascript; charset=utf-8"))
+	s.mux.HandleFunc("GET /dashboard/uPlot-1.6.31.min.css", dashboardAsset(uPlotCSS, "text/css; charset=utf-8"))
 	s.mux.HandleFunc("/", s.noEndpoint)
 	s.handler = sameOrigin(s.mux)
 	return s
