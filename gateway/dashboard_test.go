@@ -107,6 +107,7 @@ func TestDashboardInChromium(t *testing.T) {
 		Ackers    int    `json:"ackers"`
 		Top       int    `json:"top"`
 		Stages    int    `json:"stages"`
+		Members   int    `json:"members"`
 	}
 	read := func() (page, int) {
 		p, err := chromedp.Run(ctx, chromedp.Evaluate[page](`({
@@ -114,7 +115,8 @@ func TestDashboardInChromium(t *testing.T) {
 			conn: document.getElementById("conn").textContent,
 			ackers: document.querySelectorAll("#ackers .bar").length,
 			top: document.querySelectorAll("#top tr:not(.head)").length,
-			stages: document.querySelectorAll("#stages tbody tr").length})`))
+			stages: document.querySelectorAll("#stages tbody tr").length,
+			members: document.querySelectorAll("#members tr").length})`))
 		if err != nil {
 			t.Fatalf("reading the dashboard: %v", err)
 		}
@@ -139,7 +141,7 @@ func TestDashboardInChromium(t *testing.T) {
 	_, first := until("no completed count appeared", func(_ page, n int) bool { return n > 0 })
 	_, second := until("the completed count did not change", func(_ page, n int) bool { return n > first })
 	p, _ := until("no acker bars, stages and top words appeared", func(p page, _ int) bool {
-		return p.Top == 10 && p.Ackers == 2 && p.Stages == 4
+		return p.Top == 10 && p.Ackers == 2 && p.Stages == 4 && p.Members == 1
 	})
 	if p.Conn != "live" {
 		t.Fatalf("connection %q, want live", p.Conn)

@@ -268,11 +268,17 @@ type RunStatus struct {
 	ElapsedSeconds float64 `json:"elapsed_seconds,omitempty"`
 }
 
-func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
-	var st Status
+// members are the cluster's members as this node sees them.
+func (s *Server) members() []Member {
+	var out []Member
 	for _, m := range s.c.MemberList.Members().Members() {
-		st.Members = append(st.Members, Member{ID: m.Id, Address: m.Address(), Kinds: m.Kinds})
+		out = append(out, Member{ID: m.Id, Address: m.Address(), Kinds: m.Kinds})
 	}
+	return out
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	st := Status{Members: s.members()}
 	st.AckerSet.Version, st.AckerSet.Ackers = s.rt.AckerSet()
 	ackers, err := s.rt.Ackers(s.c)
 	if err != nil {

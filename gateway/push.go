@@ -51,6 +51,7 @@ type Live struct {
 	Ackers   []LiveAcker `json:"ackers"`
 	Counters []string    `json:"counters"`
 	Stages   []LiveStage `json:"stages"`
+	Members  []Member    `json:"members"` // the cluster's members this node sees
 	Error    string      `json:"error,omitempty"`
 }
 
@@ -121,7 +122,7 @@ func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	var rates rateWindow
 	s.stream(w, r, fmt.Sprintf("status/%v", every), every, func(context.Context) ([]byte, error) {
-		l := Live{Counters: s.rt.Topology().Counters()}
+		l := Live{Counters: s.rt.Topology().Counters(), Members: s.members()}
 		l.AckerSet.Version, l.AckerSet.Ackers = s.rt.AckerSet()
 		if p, ok := s.rt.Progress(); ok {
 			l.Run = runStatus(p)
