@@ -253,7 +253,7 @@ type AckerSet struct {
 // RunStatus is a run's progress.
 type RunStatus struct {
 	Roots        uint64  `json:"roots"`
-	Total        int64   `json:"total"`
+	Total        *int64  `json:"total,omitempty"` // roots the sources will yield; left out when they cannot tell
 	Completed    uint64  `json:"completed"`
 	Failed       uint64  `json:"failed"`
 	TimedOut     uint64  `json:"timed_out"`
@@ -300,7 +300,11 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 }
 
 func runStatus(p actors.Progress) *RunStatus {
-	return &RunStatus{Roots: p.Roots, Total: p.Total, Completed: p.Completed, Failed: p.Failed,
+	var total *int64
+	if p.Total >= 0 {
+		total = &p.Total
+	}
+	return &RunStatus{Roots: p.Roots, Total: total, Completed: p.Completed, Failed: p.Failed,
 		TimedOut: p.TimedOut, Replayed: p.Replayed, DeadLettered: p.DeadLettered, InFlight: p.InFlight,
 		Tuples: p.Tuples, LatencyP50: p.LatencyP50.Seconds(), LatencyP99: p.LatencyP99.Seconds(), ElapsedSeconds: p.Elapsed.Seconds()}
 }

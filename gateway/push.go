@@ -62,8 +62,9 @@ type LiveStage struct {
 	Arrivals    float64 `json:"arrivals_per_second"`
 	Service     float64 `json:"service_per_second"`
 	Utilisation float64 `json:"utilisation"`
-	ModelL      float64 `json:"model_in_stage"`       // M/M/c; -1: unstable
-	SplitL      float64 `json:"model_split_in_stage"` // c×M/M/1
+	Stable      bool    `json:"stable"`               // the model has a steady state (ρ < 1); false too before anything was timed
+	ModelL      float64 `json:"model_in_stage"`       // M/M/c; -1 when ρ >= 1: no steady state
+	SplitL      float64 `json:"model_split_in_stage"` // c×M/M/1; -1 likewise
 	MeasuredL   float64 `json:"measured_in_stage"`
 	Warning     string  `json:"warning,omitempty"`
 }
@@ -138,7 +139,7 @@ func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, st := range s.rt.Stages() {
 			l.Stages = append(l.Stages, LiveStage{Name: st.Name, Servers: st.Servers, Arrivals: round(st.Arrivals),
-				Service: round(st.Service), Utilisation: round(st.Model.Rho*100) / 100, ModelL: round(st.Model.L), SplitL: round(st.Split.L),
+				Service: round(st.Service), Utilisation: round(st.Model.Rho*100) / 100, Stable: st.Model.Stable, ModelL: round(st.Model.L), SplitL: round(st.Split.L),
 				MeasuredL: round(st.L), Warning: st.Warning})
 		}
 		return json.Marshal(l)

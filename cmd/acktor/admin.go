@@ -138,8 +138,8 @@ func printStatus(w io.Writer, st gateway.Status) error {
 	}
 	if r := st.Run; r != nil {
 		total := "?"
-		if r.Total >= 0 {
-			total = strconv.FormatInt(r.Total, 10)
+		if r.Total != nil {
+			total = strconv.FormatInt(*r.Total, 10)
 		}
 		fmt.Fprintf(tw, "\nRUN\troots %d/%s\tcompleted %d\tfailed %d (timed out %d)\treplayed %d\tdead-lettered %d\tin flight %d\tlatency p50 %.3g ms p99 %.3g ms\t%.1f s\n",
 			r.Roots, total, r.Completed, r.Failed, r.TimedOut, r.Replayed, r.DeadLettered, r.InFlight, 1000*r.LatencyP50, 1000*r.LatencyP99, r.ElapsedSeconds)

@@ -166,6 +166,7 @@ type wordcountJob struct {
 	win  window.Config
 	rt   *actors.Runtime
 	dead *deadLetters
+	log  *logrus.Logger
 }
 
 // newWordcountJob checks the flags and builds the topology and runtime; a
@@ -191,7 +192,7 @@ func newWordcountJob(f wordcountFlags, log *logrus.Logger, driver bool) (*wordco
 	if err != nil {
 		return nil, flagError(err)
 	}
-	j := &wordcountJob{f: f, win: win, dead: &deadLetters{}}
+	j := &wordcountJob{f: f, win: win, dead: &deadLetters{}, log: log}
 	cfg := actors.DefaultConfig()
 	cfg.Ackers, cfg.MaxPending, cfg.Timeout, cfg.MaxReplays = f.ackers, f.maxPending, f.timeout, f.maxReplays
 	cfg.BatchSize, cfg.AckDelay, cfg.Seed, cfg.Log, cfg.DeadLetters = f.batch, f.ackDelay, f.seed, log, j.dead
@@ -240,6 +241,9 @@ func (j *wordcountJob) run(ctx context.Context, c *pcluster.Cluster) error {
 // outcome is the exit of a run: an error unless every root (of what:
 // lines, records) finished without a dead letter.
 func (j *wordcountJob) outcome(st *actors.RunStats, what string) error {
+	if st.Roots == 0 && j.log != nil {
+		j.log.Warnf("no %s to count: the input is empty", what) // a run of nothing is no failure, but likely a mistake
+	}
 	switch {
 	case st.DeadLettered > 0:
 		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d %s dead-lettered (first: %s)",

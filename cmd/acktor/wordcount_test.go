@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/source"
+	"github.com/sirupsen/logrus"
 )
 
 // acktor runs the command in-process and returns its error.
@@ -242,5 +244,16 @@ func TestOutputKeptOnFailure(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(out); string(b) != "a\t1\nb\t1\nc\t1\n" {
 		t.Fatalf("after a run the output holds %q", b)
+	}
+}
+
+// TestEmptyInputWarns: a run of no line is no failure, but says so.
+func TestEmptyInputWarns(t *testing.T) {
+	var buf bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&buf)
+	j := &wordcountJob{dead: &deadLetters{}, log: log}
+	if err := j.outcome(&actors.RunStats{}, "lines"); err != nil || !strings.Contains(buf.String(), "no lines to count: the input is empty") {
+		t.Fatalf("outcome %v, logged %q", err, buf.String())
 	}
 }
