@@ -147,17 +147,18 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Fatalf("connection %q, want live", p.Conn)
 	}
 	// The time charts (the embedded uPlot) hold the stream's updates:
-	// throughput, failures, latency, and a series per acker and per stage.
+	// throughput, failures, latency, and a series per acker and per stage
+	// (ρ, λ, μ).
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		points, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`charts.map(c => c.data[0].length)`))
 		if err != nil {
 			t.Fatalf("reading the charts: %v", err)
 		}
-		if len(points) == 5 && !slices.ContainsFunc(points, func(n int) bool { return n <= 2 }) {
+		if len(points) == 7 && !slices.ContainsFunc(points, func(n int) bool { return n <= 2 }) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the charts hold %v points, want 5 charts with data", points)
+			t.Fatalf("the charts hold %v points, want 7 charts with data", points)
 		}
 	}
 	t.Logf("completed went from %d to %d", first, second)
@@ -181,8 +182,8 @@ func TestDashboardInChromium(t *testing.T) {
 		if len(cut) > 0 {
 			t.Errorf("at %d px these cards cut their content off: %q", width, cut)
 		}
-		if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(".chart canvas").length`)); err != nil || n != 5 {
-			t.Errorf("at %d px: %d charts drawn (%v), want 5", width, n, err)
+		if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll(".chart canvas").length`)); err != nil || n != 7 {
+			t.Errorf("at %d px: %d charts drawn (%v), want 7", width, n, err)
 		}
 		if shots != "" {
 			if err := os.WriteFile(filepath.Join(shots, fmt.Sprintf("dashboard-%d.png", width)), png, 0o644); err != nil {
