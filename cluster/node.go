@@ -40,6 +40,21 @@ type Config struct {
 	// Metrics, if set, turns on Proto.Actor's metrics; they are recorded
 	// into the global otel meter, so set it as the global provider too.
 	Metrics metric.MeterProvider `yaml:"-"`
+	// Insecure says that the member may listen on an address other than
+	// loopback although members talk plaintext gRPC with no authentication
+	// (acktor has no TLS between members yet): anyone who reaches the port
+	// takes part. Without it such a member refuses to start.
+	Insecure bool `yaml:"insecure"`
+}
+
+// Loopback says whether host (an IP address or localhost) is this machine
+// only.
+func Loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // EtcdConfig configures the etcd provider. A member holds its key under a
@@ -80,6 +95,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster.host %q: want an IP address or localhost", c.Host)
 	case c.Port < 0 || c.Port > 65535:
 		return fmt.Errorf("cluster.port %d: want 0..65535 (0: any free port)", c.Port)
+	case !Loopback(c.Host) && !c.Insecure:
+		return fmt.Errorf("cluster.host %q: not loopback, and members talk without TLS or authentication "+
+			"(anyone who reaches the port takes part); set cluster.insecure: true to run so on a network you trust", c.Host)
 	}
 	switch c.Provider {
 	case "automanaged":

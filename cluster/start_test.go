@@ -61,3 +61,22 @@ func BenchmarkStartEmbedded(b *testing.B) {
 		}
 	})
 }
+
+// TestInsecureOnlyWhenSaid: a member listens on an address other than
+// loopback only when its config says it knows members talk without TLS.
+func TestInsecureOnlyWhenSaid(t *testing.T) {
+	for _, tc := range []struct {
+		host     string
+		insecure bool
+		ok       bool
+	}{
+		{"127.0.0.1", false, true}, {"localhost", false, true}, {"::1", false, true},
+		{"10.1.2.3", false, false}, {"0.0.0.0", false, false}, {"10.1.2.3", true, true}, {"0.0.0.0", true, true},
+	} {
+		c := DefaultConfig()
+		c.Host, c.Insecure = tc.host, tc.insecure
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("host %s, insecure %v: %v", tc.host, tc.insecure, err)
+		}
+	}
+}

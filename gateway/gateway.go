@@ -49,6 +49,10 @@ type Config struct {
 	// TokenEnv names an environment variable to read the token from
 	// instead, so that it need not be in the file.
 	TokenEnv string `yaml:"token_env"`
+	// Insecure lets an admin token be used on an address other than
+	// loopback, where it crosses the network in clear (the gateway serves
+	// no HTTPS yet). Without it such a config is refused.
+	Insecure bool `yaml:"insecure"`
 }
 
 // Secret is the admin token the config names: Token, or the value of the

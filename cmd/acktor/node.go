@@ -349,8 +349,13 @@ func (c nodeConfig) validate() error {
 			return fmt.Errorf("gateway.address %q: want host:port", c.Gateway.Address)
 		}
 	}
-	if _, err := c.Gateway.Secret(os.Getenv); err != nil {
+	secret, err := c.Gateway.Secret(os.Getenv)
+	if err != nil {
 		return err
+	}
+	if host, _, _ := net.SplitHostPort(c.Gateway.Address); secret != "" && host != "" && !cluster.Loopback(host) && !c.Gateway.Insecure {
+		return fmt.Errorf("gateway.address %q: not loopback, and the admin token would cross the network in clear "+
+			"(the gateway serves no HTTPS yet); drop the token, or set gateway.insecure: true", c.Gateway.Address)
 	}
 	return nil
 }

@@ -457,6 +457,8 @@ func TestNodeConfigErrors(t *testing.T) {
 		{"a fraction", good[:len(good)-len("job:\n  input: in.txt\n")] + "tracker:\n  ackers: 0.5\njob:\n  input: in.txt\n", "line 6: tracker.ackers: 0.5 is not a whole number"},
 		{"a fraction in a list", "cluster:\n  automanaged:\n    port: 7000\n    peers: [1.5]\njob:\n  input: in.txt\n", "line 4: cluster.automanaged.peers: 1.5 is not a whole number"},
 		{"a second document", good + "---\ntracker:\n  ackers: 5\n", "line 7: a second YAML document"},
+		{"a network address without TLS", "cluster:\n  host: 10.1.2.3\n" + good[len("cluster:\n"):], `cluster.host "10.1.2.3": not loopback`},
+		{"an admin token in clear", good + "gateway:\n  address: 0.0.0.0:7070\n  token: s3cret\n", `gateway.address "0.0.0.0:7070": not loopback`},
 		{"a word for a number", good[:len(good)-len("job:\n  input: in.txt\n")] + "tracker:\n  ackers: three\njob:\n  input: in.txt\n", `line 6: tracker.ackers: "three" is not a whole number`},
 		{"a scalar for a list", "cluster:\n  automanaged:\n    port: 7000\n    peers: 127.0.0.1:7000\njob:\n  input: in.txt\n", `line 4: cluster.automanaged.peers: "127.0.0.1:7000" is not a list`},
 	} {
