@@ -7,12 +7,12 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/acktor/acktor/internal/testclock"
 	"github.com/acktor/acktor/wal"
 )
 
@@ -43,24 +43,6 @@ func appendStrings(t *testing.T, l *wal.Log, ps ...string) uint64 {
 		t.Fatal(err)
 	}
 	return first
-}
-
-// testClock is a clock the tests move.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 func openWALSource(t *testing.T, cfg WALConfig) Source {
@@ -129,7 +111,7 @@ func TestWALSourceCommitsContiguousPrefix(t *testing.T) {
 	for i := range 10 {
 		appendStrings(t, l, fmt.Sprint("r", i))
 	}
-	clock := &testClock{now: time.Unix(0, 0)}
+	clock := testclock.New(time.Unix(0, 0))
 	src := openWALSource(t, WALConfig{Log: l, Reader: "spout", CommitEvery: time.Second, Now: clock.Now})
 	defer src.Close()
 	if got := committed(t, l, "spout"); got != 0 {

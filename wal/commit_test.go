@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/acktor/acktor/internal/testclock"
 )
 
 func TestCommitPersists(t *testing.T) {
@@ -221,27 +223,9 @@ func TestRetentionBySize(t *testing.T) {
 	checkRecords(t, readRange(t, l, st.Start, uint64(n), 100), st.Start)
 }
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func TestRetentionByAge(t *testing.T) {
 	dir := t.TempDir()
-	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	opts := Options{SegmentBytes: MinSegmentBytes, MaxAge: time.Hour, Sync: NoSync, Now: clock.Now}
 	l := openLog(t, dir, opts)
 	n := 0
