@@ -41,19 +41,17 @@ type spoutTask struct {
 	reporter *actor.PID
 	cancel   scheduler.CancelFunc
 
-	core      *tracker.Spout // nil until activated as a spout task
-	stamp     int64          // the time of a pull or replay round, unix ns: ingestion time of new roots
-	started   bool
-	exhausted bool
-	pulling   bool          // a pull is queued or scheduled
-	idle      time.Duration // the wait after the source was last not ready
-	finished  bool
-	st        messages.TaskReport
-	lat       latencyHistogram
-	latSum    uint64                // µs, the sum of what lat counts
-	expired   []tracker.PendingRoot // scratch of tick
-	fwd       *forwarder            // set once the task moved to another member
-	early     []any                 // Completed and Failed that came before StartSpout
+	core     *tracker.Spout // nil until activated as a spout task
+	stamp    int64          // the time of a pull or replay round, unix ns: ingestion time of new roots
+	started  bool
+	pulling  bool          // a pull is queued or scheduled
+	idle     time.Duration // the wait after the source was last not ready
+	finished bool
+	st       messages.TaskReport
+	lat      latencyHistogram
+	latSum   uint64            // µs, the sum of what lat counts
+	settled  []tracker.Settled // scratch of the core's answers
+	fwd      *forwarder        // set once the task moved to another member
 	// scope is what root content ids derive from besides the root's id:
 	// the task, or for a source with GlobalIDs its component's first task,
 	// the same whichever task a broker hands the root to.
@@ -88,22 +86,14 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 		s.env.learn(m)
 	case *messages.Completed:
 		s.env.learnFrom(m.Version, m.Routing)
-		if s.hold(m) {
-			return
+		if s.step(m) {
+			s.env.recycle.doneCompleted(m)
 		}
-		s.completed(m)
-		s.env.recycle.doneCompleted(m)
 	case *messages.Failed:
 		s.env.learnFrom(m.Version, m.Routing)
-		if s.hold(m) {
-			return
-		}
-		s.failed(m)
+		s.step(m)
 	case *messages.Rejected:
-		if s.hold(m) {
-			return
-		}
-		s.rejected(m)
+		s.step(m)
 	case *grain.Moved:
 		s.move(ctx, m)
 	case *actor.Stopping, *actor.Restarting:
@@ -148,7 +138,8 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	s.root = ctx.ActorSystem().Root
 	s.self = ctx.Self()
 	s.core = tracker.NewSpout(tracker.SpoutConfig{Task: task, MaxPending: s.env.cfg.MaxPending, MaxReplays: s.env.cfg.MaxReplays,
-		Deadline: int64(s.env.cfg.spoutDeadline()), Draw: randomSeq, Track: s.env.recycle.track})
+		BatchSize: s.env.cfg.BatchSize, MaxEarly: maxEarly, Deadline: int64(s.env.cfg.spoutDeadline()),
+		Draw: randomSeq, Track: s.env.recycle.track})
 	s.st.Task = task
 	s.col = newCollector(s.env, task, s.sendTuples, nil, nil)
 }
@@ -179,10 +170,11 @@ func (s *spoutTask) move(ctx actor.Context, m *grain.Moved) {
 			}
 		}
 	}
-	for _, e := range s.early { // held before a start that never came here
-		s.root.Send(f.to, e)
+	if s.core != nil {
+		for _, e := range s.core.TakeHeld() { // held before a start that never came here
+			s.root.Send(f.to, e)
+		}
 	}
-	s.early = nil
 	s.fwd = f
 	if m.Done != nil {
 		m.Done()
@@ -191,7 +183,7 @@ func (s *spoutTask) move(ctx actor.Context, m *grain.Moved) {
 
 // state is what a moved task's new activation resumes from.
 func (s *spoutTask) state() *messages.SpoutState {
-	st := &messages.SpoutState{Exhausted: s.exhausted, Report: s.snapshot()}
+	st := &messages.SpoutState{Exhausted: s.core.Ended(), Report: s.snapshot()}
 	if sk, ok := s.src.(source.Seeker); ok {
 		st.Position, st.Seekable = sk.Position(), true
 	}
@@ -215,7 +207,7 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 	}
 	switch sk, ok := s.src.(source.Seeker); {
 	case st.Exhausted:
-		s.exhausted = true
+		s.core.End(false)
 	case st.Seekable && ok:
 		if err := sk.Seek(st.Position); err != nil {
 			s.env.log.WithError(err).Errorf("spout %s/%d: resuming its source; reading it again from the start", s.info.Component, s.info.Index)
@@ -246,17 +238,23 @@ func randomSeq() uint64 {
 	return binary.LittleEndian.Uint64(b[:]) >> (64 - tracker.SpringBits + 1) // leave room to count
 }
 
-// hold keeps a notification that came before the task started: a moved
-// task's new activation learns of its pending roots from StartSpout.
-func (s *spoutTask) hold(m any) bool {
-	if s.started || s.col == nil {
-		return false
-	}
-	if len(s.early) >= maxEarly {
-		s.env.log.Errorf("spout %s/%d: %d notifications before start; dropping one (its roots replay at their deadline)", s.info.Component, s.info.Index, maxEarly)
+// step hands the core an acker's or a processor's notification and
+// delivers what it settles; false when the core held it for a start to
+// come (a moved task's new activation hears from ackers before its state).
+func (s *spoutTask) step(m any) (settled bool) {
+	if s.core == nil { // activated as no spout task: nothing in flight
 		return true
 	}
-	s.early = append(s.early, m)
+	held := !s.core.Started()
+	var err error
+	s.settled, err = s.core.Step(m, s.settled[:0])
+	if err != nil {
+		s.env.log.WithError(err).Errorf("spout %s/%d: dropping a %T (its roots replay at their deadline)", s.info.Component, s.info.Index, m)
+	}
+	if held {
+		return false
+	}
+	s.settle()
 	return true
 }
 
@@ -269,6 +267,7 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	src, err := s.env.topo.tasks[s.task].source(s.info.Index, s.info.Parallel)
 	if err != nil {
 		s.st.Error = fmt.Sprintf("spout %s/%d: %v", s.info.Component, s.info.Index, err)
+		s.core.Start(false, nil) // nothing in flight: what comes settles nothing
 		s.finish()
 		return
 	}
@@ -281,17 +280,10 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	if m.State != nil {
 		s.restore(m.State)
 	}
-	for _, e := range s.early {
-		switch e := e.(type) {
-		case *messages.Completed:
-			s.completed(e)
-		case *messages.Failed:
-			s.failed(e)
-		case *messages.Rejected:
-			s.rejected(e)
-		}
+	_, redelivers := src.(source.Redeliverer)
+	if s.settled = s.core.Start(redelivers, s.settled[:0]); len(s.settled) > 0 {
+		s.settle()
 	}
-	s.early = nil
 	every := min(s.env.cfg.ReportEvery, s.env.cfg.Timeout/4)
 	s.cancel = scheduler.NewTimerScheduler(s.root).SendRepeatedly(every, every, s.self, &spoutTick{})
 	s.pull()
@@ -305,7 +297,7 @@ func (s *spoutTask) pull() {
 	}
 	wait := time.Duration(0)
 	s.setDeadline()
-	for n := 0; n < s.env.cfg.BatchSize && !s.exhausted && !s.core.Full(); n++ {
+	for n := 0; n < s.env.cfg.BatchSize && s.core.CanPull(); n++ {
 		r, err := s.src.Next()
 		if err == nil {
 			s.take(r)
@@ -346,20 +338,20 @@ func (s *spoutTask) sourceError(err error, wait *time.Duration) (stop bool) {
 		s.idle = min(max(2*s.idle, minIdleWait), s.env.cfg.idleWait())
 		*wait = s.idle
 	case errors.Is(err, io.EOF):
-		s.exhausted = true
+		s.core.End(false)
 	case errors.As(err, &bad):
 		s.st.Roots++
 		s.deadLetter(tracker.PendingRoot{ID: bad.ID}, bad.Payload, bad.Reason)
 		return false
 	default:
 		s.st.Error = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
-		s.exhausted = true
+		s.core.End(true)
 	}
 	return true
 }
 
 func (s *spoutTask) schedulePull(wait time.Duration) {
-	if s.pulling || s.exhausted || s.finished || s.core.Full() {
+	if s.pulling || s.finished || !s.core.CanPull() {
 		return
 	}
 	s.pulling = true
@@ -415,107 +407,88 @@ func (s *spoutTask) flush() {
 	s.col.flush()
 }
 
-func (s *spoutTask) completed(m *messages.Completed) {
-	if s.core == nil { // activated as no spout task: nothing in flight
-		return
-	}
+// settle delivers the core's verdicts on the roots it settled: a completed
+// root is done at its source, a failed one replayed, handed back to its
+// broker or dead-lettered.
+func (s *spoutTask) settle() {
+	s.setDeadline() // the time of replays
 	// A root was emitted a deadline's length before its deadline.
-	emittedBy := s.env.now().UnixNano() + int64(s.env.cfg.spoutDeadline())
-	for _, id := range m.SpringIds {
-		p, ok := s.core.Settle(id)
-		if !ok {
-			continue // an earlier attempt's, or a duplicate: the root moved on
+	emittedBy := s.stamp + int64(s.env.cfg.spoutDeadline())
+	replayed := false
+	for _, v := range s.settled {
+		if v.Failed {
+			s.st.Failed++
+			if v.TimedOut {
+				s.st.TimedOut++
+			}
 		}
-		d := time.Duration(emittedBy - p.Deadline)
-		s.lat.record(d)
-		s.latSum += uint64(max(d, 0) / time.Microsecond)
-		s.st.Completed++
-		s.src.Done(p.ID)
+		switch p := v.Root; v.Verdict {
+		case tracker.Done:
+			d := time.Duration(emittedBy - p.Deadline)
+			s.lat.record(d)
+			s.latSum += uint64(max(d, 0) / time.Microsecond)
+			s.st.Completed++
+			s.src.Done(p.ID)
+		case tracker.Replay:
+			replayed = s.replay(p, v.Reason) || replayed
+		case tracker.Redeliver:
+			s.redeliver(p)
+		case tracker.DeadLetter:
+			if payload, ok := s.payload(p); ok {
+				s.deadLetter(p, payload, v.Reason)
+			}
+		}
+	}
+	clear(s.settled)
+	if replayed {
+		s.flush()
 	}
 	s.refill()
 }
 
-// refill pulls again once a batch worth of room is free (small pulls make
-// small tuple batches all the way down), or to finish an exhausted source.
+// refill pulls again once the core says enough room is free, or to finish
+// an exhausted source.
 func (s *spoutTask) refill() {
-	if s.env.cfg.MaxPending-s.inFlight() >= min(s.env.cfg.BatchSize, s.env.cfg.MaxPending/2+1) || s.exhausted {
+	if s.core.WantsPull() {
 		s.pull()
 	}
 }
 
-func (s *spoutTask) failed(m *messages.Failed) {
-	if s.core == nil {
-		return
+// payload reads a failed root's payload again, for its dead letter; false
+// for a root its source released to the broker, which hands it out again
+// elsewhere (no dead letter then).
+func (s *spoutTask) payload(p tracker.PendingRoot) (string, bool) {
+	payload, err := s.src.Replay(p.ID)
+	if errors.Is(err, source.ErrReleased) {
+		s.env.log.Debugf("spout %s/%d: root %d: %v", s.info.Component, s.info.Index, p.ID, err)
+		return "", false
 	}
-	reason := "failed by a processor"
-	if m.Reason == messages.FailReason_FAIL_REASON_TIMEOUT {
-		reason = "timed out at its acker"
-	}
-	s.setDeadline()
-	for _, id := range m.SpringIds {
-		p, ok := s.core.Settle(id)
-		if !ok {
-			continue
-		}
-		s.st.Failed++
-		if m.Reason == messages.FailReason_FAIL_REASON_TIMEOUT {
-			s.st.TimedOut++
-		}
-		s.retry(p, reason)
-	}
-	s.flush()
-	s.refill() // dead letters free room
+	return payload, true // without it if the source kept none
 }
 
-// rejected dead-letters at once roots a processor rejected (Collector.Reject).
-// The Failed their ackers send next finds them settled, and is ignored.
-func (s *spoutTask) rejected(m *messages.Rejected) {
-	if s.core == nil {
-		return
-	}
-	for _, id := range m.SpringIds {
-		p, ok := s.core.Settle(id)
-		if !ok {
-			continue // replayed already: its Failed came first
-		}
-		s.st.Failed++
-		payload, _ := s.src.Replay(p.ID) // for the dead letter, if the source has it
-		s.deadLetter(p, payload, fmt.Sprintf("rejected by %s: %s", m.Component, m.Reason))
-	}
-	s.refill() // dead letters free room
-}
-
-// retry replays a failed root, or dead-letters it after MaxReplays replays.
-func (s *spoutTask) retry(p tracker.PendingRoot, reason string) {
-	if rd, ok := s.src.(source.Redeliverer); ok {
-		s.redeliver(rd, p, reason)
-		return
-	}
+// replay emits a failed root again from its source; one whose payload
+// cannot be read is dead-lettered.
+func (s *spoutTask) replay(p tracker.PendingRoot, reason string) (emitted bool) {
 	payload, err := s.src.Replay(p.ID)
 	switch {
 	case errors.Is(err, source.ErrReleased):
 		s.env.log.Debugf("spout %s/%d: root %d: %v", s.info.Component, s.info.Index, p.ID, err)
+		return false
 	case err != nil:
 		s.deadLetter(p, "", fmt.Sprintf("%s; replay failed: %v", reason, err))
-	case !s.core.Replayable(p):
-		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.Attempt))
-	default:
-		s.st.Replayed++
-		p.Attempt++
-		s.emit(p, payload)
+		return false
 	}
+	s.st.Replayed++
+	p.Attempt++
+	s.emit(p, payload)
+	return true
 }
 
 // redeliver leaves a failed root to its broker, which hands it out again
-// through Next; a root out of replays is dead-lettered as usual.
-func (s *spoutTask) redeliver(rd source.Redeliverer, p tracker.PendingRoot, reason string) {
-	if !s.core.Replayable(p) {
-		payload, _ := s.src.Replay(p.ID) // for the dead letter, if the source kept it
-		s.deadLetter(p, payload, fmt.Sprintf("%s after %d replays", reason, p.Attempt))
-		return
-	}
+// through Next.
+func (s *spoutTask) redeliver(p tracker.PendingRoot) {
 	s.st.Replayed++
-	if err := rd.Redeliver(p.ID, p.Attempt); err != nil {
+	if err := s.src.(source.Redeliverer).Redeliver(p.ID, p.Attempt); err != nil {
 		// The broker redelivers an unanswered root anyway, once its ack
 		// wait is over (always so for a root this task took over from a
 		// moved one, whose connection held it): it comes back all the same.
@@ -526,9 +499,6 @@ func (s *spoutTask) redeliver(rd source.Redeliverer, p tracker.PendingRoot, reas
 	// distinct roots over the tasks, so that Completed == Roots at the end.
 	if s.st.Roots > 0 { // it counted it when it took it, or took its count over
 		s.st.Roots--
-	}
-	if s.exhausted && s.st.Error == "" { // the end came (io.EOF), and now the root will again
-		s.exhausted = false
 	}
 }
 
@@ -542,17 +512,10 @@ func (s *spoutTask) deadLetter(p tracker.PendingRoot, payload, reason string) {
 // tick fails roots past their own deadline (their acker may be gone) and
 // reports progress.
 func (s *spoutTask) tick() {
-	now := s.env.now().UnixNano()
-	s.setDeadline()
-	s.expired = s.core.Expired(now, s.expired[:0])
-	for _, p := range s.expired {
-		s.st.Failed++
-		s.st.TimedOut++
-		s.retry(p, "passed the spout's deadline")
-	}
+	s.settled = s.core.Expire(s.env.now().UnixNano(), s.settled[:0])
+	s.settle()
 	s.flush()
 	s.report()
-	s.refill()
 }
 
 func (s *spoutTask) report() {
@@ -580,7 +543,7 @@ func (s *spoutTask) snapshot() *messages.TaskReport {
 }
 
 func (s *spoutTask) maybeFinish() {
-	if s.exhausted && s.inFlight() == 0 {
+	if s.core.Finished() {
 		s.finish()
 	}
 }

@@ -1,6 +1,9 @@
 package tracker
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/acktor/acktor/internal/assert"
 	"github.com/acktor/acktor/messages"
 )
@@ -23,6 +26,12 @@ type SpoutConfig struct {
 	// MaxReplays is how often a failed root is replayed before it is
 	// dead-lettered.
 	MaxReplays int
+	// BatchSize is the roots a pull reads at most: the task pulls again once
+	// a batch worth of room is free (small pulls make small tuple batches
+	// all the way down).
+	BatchSize int
+	// MaxEarly bounds the notifications held before Start.
+	MaxEarly int
 	// Deadline is how long, in ns, a root may stay open before the task
 	// fails it itself: later than any acker's expiry, so that a root whose
 	// acker died (with its record) still replays.
@@ -36,16 +45,55 @@ type SpoutConfig struct {
 	Track func(task uint32) *messages.Track
 }
 
+// Verdict is what becomes of a root that left the in-flight set.
+type Verdict uint8
+
+const (
+	// Done: the root's tree completed; its source may forget it.
+	Done Verdict = iota
+	// Replay: emit the root again from its source's payload, as attempt
+	// Root.Attempt+1.
+	Replay
+	// Redeliver: hand the root back to its broker, which hands it out
+	// again through the source.
+	Redeliver
+	// DeadLetter: give up on the root, with Reason.
+	DeadLetter
+)
+
+// Settled is a root that left the in-flight set, and what becomes of it.
+type Settled struct {
+	Root    PendingRoot
+	Verdict Verdict
+	// Failed: the root failed (every verdict but Done); TimedOut: at its
+	// acker or past the spout's own deadline.
+	Failed, TimedOut bool
+	Reason           string // why it failed
+}
+
+// ErrTooEarly is what Step answers for a notification it cannot hold: the
+// task has not started and holds MaxEarly already. Its roots replay at
+// their deadline.
+var ErrTooEarly = errors.New("spout: too many notifications before start")
+
 // Spout is a spout task's tracking decisions, pure: which springId a root
 // gets, which acker hears of it and when, which roots are in flight and
-// until when, and whether a failed root may be replayed. Its actor reads
-// the source, emits the tuples and delivers what Ready returns.
+// until when, what becomes of a failed root (replayed, redelivered by its
+// broker, dead-lettered), when to read the source again and when the task
+// is finished. Its actor reads the source, emits the tuples and delivers
+// what Ready and the Settled lists say.
 type Spout struct {
-	cfg     SpoutConfig
-	seq     uint64
-	pending *pendingSet
-	tracks  []*messages.Track // per acker, under way
-	out     []Out
+	cfg        SpoutConfig
+	seq        uint64
+	pending    *pendingSet
+	tracks     []*messages.Track // per acker, under way
+	out        []Out
+	started    bool
+	redelivers bool          // the source's broker redelivers failed roots
+	held       []any         // notifications before Start
+	expired    []PendingRoot // scratch of Expire
+	ended      bool          // the source said io.EOF (or broke)
+	broken     bool          // ... broke: a redelivery does not reopen it
 }
 
 // NewSpout makes the spout task cfg.Task's tracker, its sequence started
@@ -93,20 +141,20 @@ func (s *Spout) Open(springID uint64, r PendingRoot, initXor uint64, d *Director
 	t.InitXors = append(t.InitXors, initXor)
 }
 
-// Settle removes the root of springID, which completed or failed at its
+// settle removes the root of springID, which completed or failed at its
 // acker, and returns it; false for a springId no longer in flight (an
 // earlier attempt's, or a duplicate: the root moved on).
-func (s *Spout) Settle(springID uint64) (PendingRoot, bool) { return s.pending.take(springID) }
+func (s *Spout) settle(springID uint64) (PendingRoot, bool) { return s.pending.take(springID) }
 
-// Expired removes the roots whose deadline passed by now (their acker may
+// expiredRoots removes the roots whose deadline passed by now (their acker may
 // be gone) and appends them to out.
-func (s *Spout) Expired(now int64, out []PendingRoot) []PendingRoot {
+func (s *Spout) expiredRoots(now int64, out []PendingRoot) []PendingRoot {
 	return s.pending.takeExpired(now, out)
 }
 
-// Replayable says whether a failed root may be replayed; past MaxReplays it
+// replayable says whether a failed root may be replayed; past MaxReplays it
 // is dead-lettered.
-func (s *Spout) Replayable(r PendingRoot) bool { return int(r.Attempt) < s.cfg.MaxReplays }
+func (s *Spout) replayable(r PendingRoot) bool { return int(r.Attempt) < s.cfg.MaxReplays }
 
 // Flush queues the inits gathered since the last Flush, one Track per
 // acker, for Ready.
@@ -131,6 +179,127 @@ func (s *Spout) Ready() []Out {
 // Each calls f with every root in flight, for the task's state when it
 // moves; f must not change the Spout.
 func (s *Spout) Each(f func(springID uint64, r PendingRoot)) { s.pending.each(f) }
+
+// Start begins the task: redelivers says whether its source's broker
+// redelivers failed roots itself (source.Redeliverer). The notifications
+// held since the activation settle now, after Restore gave the roots
+// they concern.
+func (s *Spout) Start(redelivers bool, out []Settled) []Settled {
+	if s.started {
+		return out
+	}
+	s.started, s.redelivers = true, redelivers
+	for _, m := range s.held {
+		out, _ = s.Step(m, out)
+	}
+	s.held = nil
+	return out
+}
+
+// Started says whether Start was called.
+func (s *Spout) Started() bool { return s.started }
+
+// Step hands the task an acker's or a processor's notification
+// (*messages.Completed, *messages.Failed, *messages.Rejected) and appends
+// the roots it settles to out; a springId no longer in flight (an earlier
+// attempt's, a duplicate) settles nothing. Before Start it is held: a
+// moved task's new activation hears from ackers before its state comes.
+func (s *Spout) Step(m any, out []Settled) ([]Settled, error) {
+	if !s.started {
+		if len(s.held) >= s.cfg.MaxEarly {
+			return out, ErrTooEarly
+		}
+		s.held = append(s.held, m)
+		return out, nil
+	}
+	switch m := m.(type) {
+	case *messages.Completed:
+		for _, id := range m.SpringIds {
+			if p, ok := s.settle(id); ok {
+				out = append(out, Settled{Root: p, Verdict: Done})
+			}
+		}
+	case *messages.Failed:
+		timeout := m.Reason == messages.FailReason_FAIL_REASON_TIMEOUT
+		reason := "failed by a processor"
+		if timeout {
+			reason = "timed out at its acker"
+		}
+		for _, id := range m.SpringIds {
+			if p, ok := s.settle(id); ok {
+				out = append(out, s.fail(p, timeout, reason))
+			}
+		}
+	case *messages.Rejected:
+		for _, id := range m.SpringIds {
+			if p, ok := s.settle(id); ok { // else replayed already: its Failed came first
+				out = append(out, Settled{Root: p, Verdict: DeadLetter, Failed: true,
+					Reason: fmt.Sprintf("rejected by %s: %s", m.Component, m.Reason)})
+			}
+		}
+	default:
+		return out, fmt.Errorf("spout: %T is no notification", m)
+	}
+	return out, nil
+}
+
+// Expire fails the roots whose deadline passed by now (their acker may be
+// gone) and appends them to out.
+func (s *Spout) Expire(now int64, out []Settled) []Settled {
+	s.expired = s.expiredRoots(now, s.expired[:0])
+	for _, p := range s.expired {
+		out = append(out, s.fail(p, true, "passed the spout's deadline"))
+	}
+	return out
+}
+
+// fail decides what becomes of a root that failed: replayed (or left to
+// its broker) until MaxReplays, then dead-lettered.
+func (s *Spout) fail(p PendingRoot, timedOut bool, reason string) Settled {
+	v := Settled{Root: p, Failed: true, TimedOut: timedOut, Reason: reason}
+	switch {
+	case !s.replayable(p):
+		v.Verdict, v.Reason = DeadLetter, fmt.Sprintf("%s after %d replays", reason, p.Attempt)
+	case s.redelivers:
+		v.Verdict = Redeliver
+		if !s.broken { // the end came (io.EOF), and now the root will again
+			s.ended = false
+		}
+	default:
+		v.Verdict = Replay
+	}
+	return v
+}
+
+// End says the source is exhausted (io.EOF), or broken: then a redelivery
+// does not reopen it.
+func (s *Spout) End(broken bool) { s.ended, s.broken = true, s.broken || broken }
+
+// Ended says whether the source is exhausted.
+func (s *Spout) Ended() bool { return s.ended }
+
+// Finished says whether the task is done: its source ended and no root is
+// in flight.
+func (s *Spout) Finished() bool { return s.ended && s.pending.len() == 0 }
+
+// CanPull says whether a pull may read the source: it has not ended and
+// roots in flight are under MaxPending.
+func (s *Spout) CanPull() bool { return s.started && !s.ended && !s.Full() }
+
+// WantsPull says whether settled roots freed enough room to pull again: a
+// batch worth (small pulls make small tuple batches all the way down), or
+// any once the source ended, to finish.
+func (s *Spout) WantsPull() bool {
+	return s.cfg.MaxPending-s.pending.len() >= min(s.cfg.BatchSize, s.cfg.MaxPending/2+1) || s.ended
+}
+
+// TakeHeld returns the notifications held before a Start that will not
+// come here (the task moved on), to pass on.
+func (s *Spout) TakeHeld() []any {
+	h := s.held
+	s.held = nil
+	return h
+}
 
 // Restore takes over the roots in flight of the task's earlier activation.
 // The sequence goes on from this activation's random start, not the

@@ -8,7 +8,7 @@ import (
 
 // newSpout is spout task 5's tracker with a sequence starting at seq.
 func newSpout(seq uint64) *Spout {
-	return NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 2, Deadline: 100, Draw: func() uint64 { return seq }})
+	return NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 2, BatchSize: 2, MaxEarly: 8, Deadline: 100, Draw: func() uint64 { return seq }})
 }
 
 // TestSeqMeets: a resumed spout task's sequence start is drawn again when a
@@ -51,7 +51,7 @@ func TestSpoutRestoreDrawsAgain(t *testing.T) {
 	if id := s.NextSpringID(); id != SpringID(5, 1<<30+1) || s.Len() != 1 {
 		t.Fatalf("next springId %x after restore, %d in flight", id, s.Len())
 	}
-	if r, ok := s.Settle(restored[0]); !ok || r.ID != 7 {
+	if r, ok := s.settle(restored[0]); !ok || r.ID != 7 {
 		t.Fatalf("restored root %+v %v", r, ok)
 	}
 }
@@ -101,16 +101,16 @@ func TestSpoutTracks(t *testing.T) {
 	if out := s.Ready(); len(out) != 1 || out[0].Msg.(*messages.Track).Routing != 0 || out[0].Msg.(*messages.Track).Version != 0 {
 		t.Fatalf("a Track routed by two sets: %+v", out)
 	}
-	if r, ok := s.Settle(ids[1]); !ok || r.ID != 1 || r.Deadline != 110 {
+	if r, ok := s.settle(ids[1]); !ok || r.ID != 1 || r.Deadline != 110 {
 		t.Fatalf("settled %+v %v", r, ok)
 	}
-	if _, ok := s.Settle(ids[1]); ok {
+	if _, ok := s.settle(ids[1]); ok {
 		t.Fatal("settled twice")
 	}
-	if exp := s.Expired(110, nil); len(exp) != 0 {
+	if exp := s.expiredRoots(110, nil); len(exp) != 0 {
 		t.Fatalf("expired at the deadline: %v", exp)
 	}
-	if exp := s.Expired(111, nil); len(exp) != 5 || s.Len() != 0 {
+	if exp := s.expiredRoots(111, nil); len(exp) != 5 || s.Len() != 0 {
 		t.Fatalf("expired past the deadline: %d, %d left", len(exp), s.Len())
 	}
 }
@@ -120,8 +120,130 @@ func TestSpoutTracks(t *testing.T) {
 func TestSpoutReplayable(t *testing.T) {
 	s := newSpout(1)
 	for attempt, want := range []bool{true, true, false, false} {
-		if got := s.Replayable(PendingRoot{Attempt: int32(attempt)}); got != want {
+		if got := s.replayable(PendingRoot{Attempt: int32(attempt)}); got != want {
 			t.Errorf("attempt %d: replayable %v", attempt, got)
+		}
+	}
+}
+
+// TestSpoutSettles: what becomes of each root a notification or a deadline
+// settles, for a source that replays and for one whose broker redelivers;
+// notifications before Start wait for it, and a full hold refuses more.
+func TestSpoutSettles(t *testing.T) {
+	type want struct {
+		v        Verdict
+		timedOut bool
+		reason   string
+	}
+	for _, tc := range []struct {
+		name       string
+		redelivers bool
+		attempt    int32
+		msg        func(id uint64) any // nil: the deadline passes
+		want       want
+	}{
+		{"completed", false, 0, func(id uint64) any { return &messages.Completed{SpringIds: []uint64{id}} }, want{Done, false, ""}},
+		{"failed by a processor", false, 0, func(id uint64) any { return &messages.Failed{SpringIds: []uint64{id}} }, want{Replay, false, "failed by a processor"}},
+		{"timed out at its acker", false, 1, func(id uint64) any {
+			return &messages.Failed{SpringIds: []uint64{id}, Reason: messages.FailReason_FAIL_REASON_TIMEOUT}
+		}, want{Replay, true, "timed out at its acker"}},
+		{"out of replays", false, 2, func(id uint64) any { return &messages.Failed{SpringIds: []uint64{id}} }, want{DeadLetter, false, "failed by a processor after 2 replays"}},
+		{"redelivered by its broker", true, 0, func(id uint64) any { return &messages.Failed{SpringIds: []uint64{id}} }, want{Redeliver, false, "failed by a processor"}},
+		{"out of redeliveries", true, 2, func(id uint64) any { return &messages.Failed{SpringIds: []uint64{id}} }, want{DeadLetter, false, "failed by a processor after 2 replays"}},
+		{"rejected", false, 0, func(id uint64) any {
+			return &messages.Rejected{SpringIds: []uint64{id}, Component: "split", Reason: "bad"}
+		}, want{DeadLetter, false, "rejected by split: bad"}},
+		{"past the deadline", false, 0, nil, want{Replay, true, "passed the spout's deadline"}},
+		{"past the deadline, redelivered", true, 0, nil, want{Redeliver, true, "passed the spout's deadline"}},
+	} {
+		for _, early := range []bool{false, true} {
+			s := newSpout(1000)
+			if !early {
+				s.Start(tc.redelivers, nil)
+			}
+			id := s.NextSpringID()
+			s.Open(id, PendingRoot{ID: 9, Attempt: tc.attempt}, 1, NewDirectory(1, 2, 0), 10)
+			var got []Settled
+			var err error
+			if tc.msg == nil {
+				if early {
+					continue // a deadline passes only on a started task's tick
+				}
+				got = s.Expire(111, nil)
+			} else if got, err = s.Step(tc.msg(id), nil); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if early {
+				if len(got) != 0 || s.Len() != 1 {
+					t.Fatalf("%s: settled %v before start", tc.name, got)
+				}
+				got = s.Start(tc.redelivers, nil)
+			}
+			w := want{got[0].Verdict, got[0].TimedOut, got[0].Reason}
+			if len(got) != 1 || w != tc.want || got[0].Root.ID != 9 || got[0].Failed != (tc.want.v != Done) || s.Len() != 0 {
+				t.Errorf("%s (early %v): settled %+v, want %+v", tc.name, early, got, tc.want)
+			}
+			again := s.Expire(1000, nil)
+			if tc.msg != nil {
+				again, _ = s.Step(tc.msg(id), again)
+			}
+			if len(again) != 0 {
+				t.Errorf("%s: settled twice: %+v", tc.name, again)
+			}
+		}
+	}
+	s := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxEarly: 1, Draw: func() uint64 { return 0 }})
+	if _, err := s.Step(&messages.Completed{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Step(&messages.Completed{}, nil); err != ErrTooEarly {
+		t.Fatalf("a second early notification with room for one: %v", err)
+	}
+	if h := s.TakeHeld(); len(h) != 1 {
+		t.Fatalf("held %d, want 1", len(h))
+	}
+}
+
+// TestSpoutPullsAndFinishes: a task pulls while under MaxPending and its
+// source has roots, pulls again once a batch worth of room is free, and is
+// finished when its source ended and nothing is in flight; a redelivery
+// reopens an ended source (the root comes back through it), a broken one
+// stays ended.
+func TestSpoutPullsAndFinishes(t *testing.T) {
+	for _, broken := range []bool{false, true} {
+		s := newSpout(0)
+		if s.CanPull() {
+			t.Fatal("pulls before start")
+		}
+		s.Start(true, nil)
+		d := NewDirectory(1, 1, 0)
+		var ids []uint64
+		for range 4 {
+			ids = append(ids, s.NextSpringID())
+			s.Open(ids[len(ids)-1], PendingRoot{}, 1, d, 0)
+		}
+		if s.CanPull() || s.WantsPull() {
+			t.Fatal("pulls at MaxPending")
+		}
+		s.Step(&messages.Completed{SpringIds: ids[:1]}, nil)
+		if !s.CanPull() || s.WantsPull() {
+			t.Fatalf("one free of 4 (batch 2): can %v, wants %v", s.CanPull(), s.WantsPull())
+		}
+		s.Step(&messages.Completed{SpringIds: ids[1:2]}, nil)
+		if !s.WantsPull() {
+			t.Fatal("a batch free and no pull wanted")
+		}
+		s.End(broken)
+		s.Step(&messages.Completed{SpringIds: ids[2:3]}, nil)
+		if s.CanPull() || !s.WantsPull() || s.Finished() {
+			t.Fatalf("ended with a root in flight: can %v, wants %v, finished %v", s.CanPull(), s.WantsPull(), s.Finished())
+		}
+		got, _ := s.Step(&messages.Failed{SpringIds: ids[3:]}, nil)
+		if len(got) != 1 || got[0].Verdict != Redeliver {
+			t.Fatalf("settled %+v", got)
+		}
+		if s.Ended() == !broken || s.Finished() == !broken {
+			t.Fatalf("broken %v: after a redelivery ended %v, finished %v", broken, s.Ended(), s.Finished())
 		}
 	}
 }
