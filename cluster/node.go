@@ -32,8 +32,10 @@ type Config struct {
 	Port           int    `yaml:"port"`
 	AdvertisedHost string `yaml:"advertised_host"`
 	// Provider finds the other members: "automanaged" (a static list of
-	// peers that check each other's health over HTTP; for development) or
-	// "etcd" (members register under a lease in etcd; for production).
+	// peers that check each other's health over HTTP; for development),
+	// "etcd" (members register under a lease in etcd; for production) or
+	// "embedded" (a cluster of this one member, in memory: no ports, no
+	// peers; Host, Port and the providers' sections are not used).
 	Provider    string            `yaml:"provider"`
 	Automanaged AutomanagedConfig `yaml:"automanaged"`
 	Etcd        EtcdConfig        `yaml:"etcd"`
@@ -104,8 +106,10 @@ func (c Config) Validate() error {
 		return c.Automanaged.validate()
 	case "etcd":
 		return c.Etcd.validate()
+	case "embedded":
+		return nil
 	}
-	return fmt.Errorf("cluster.provider %q: want automanaged or etcd", c.Provider)
+	return fmt.Errorf("cluster.provider %q: want automanaged, etcd or embedded", c.Provider)
 }
 
 func (a AutomanagedConfig) validate() error {
@@ -145,6 +149,12 @@ func (e EtcdConfig) validate() error {
 // StartNode joins (or founds) the cluster cfg describes as a member hosting
 // kinds. Proto.Actor logs through log.
 func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (*Node, error) {
+	if cfg.Provider == "embedded" {
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+		return StartEmbedded(cfg.Name, kinds, log)
+	}
 	return start(cfg, kinds, false, log)
 }
 
@@ -158,6 +168,9 @@ func StartClient(cfg Config, log *logrus.Logger) (*Node, error) {
 func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Provider == "embedded" {
+		return nil, errors.New("cluster.provider embedded: a cluster of one process, which no client can join")
 	}
 	aopts := []actor.ConfigOption{actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return NewSlogLogger(log)

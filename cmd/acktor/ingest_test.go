@@ -19,7 +19,7 @@ import (
 
 	"github.com/acktor/acktor/gateway"
 	"github.com/acktor/acktor/internal/testserver"
-	"github.com/acktor/acktor/source"
+	"github.com/acktor/acktor/member"
 	"github.com/acktor/acktor/wal"
 )
 
@@ -44,7 +44,7 @@ func TestIngestConfigErrors(t *testing.T) {
 		{"fields without dir", cl + gw + "job:\n  input: in.txt\ningest:\n  sync: grouped\n", "ingest.dir: empty, but other ingest fields are set"},
 		{"no gateway", cl + job + ing, "ingest.dir: set, but gateway.address is empty"},
 		{"no gateway, file job", cl + "job:\n  input: in.txt\n" + ing, "ingest.dir: set, but gateway.address is empty"},
-		{"source", cl + gw + "job:\n  source: kafka\n  input: in.txt\n", `job.source "kafka": want file (job.input) or ingest`},
+		{"source", cl + gw + "job:\n  source: kafka\n  input: in.txt\n", `job.source "kafka": want file (job.input), generator (job.lines) or ingest`},
 		{"source without dir", cl + gw + job, "job.source ingest: ingest.dir is empty"},
 		{"input and ingest", cl + gw + job + "  input: in.txt\n" + ing, `job.input "in.txt": set, but job.source is ingest`},
 		{"not the driver", cl + gw + "job:\n  source: ingest\n" + ing, "job.source ingest: job.driver is false"},
@@ -60,61 +60,6 @@ func TestIngestConfigErrors(t *testing.T) {
 				t.Fatalf("error %v, want exit 2 mentioning %q", err, tc.want)
 			}
 		})
-	}
-}
-
-// countingSource hands out n roots and counts Closes.
-type countingSource struct {
-	n, next int
-	done    []uint64
-	closes  int
-}
-
-func (s *countingSource) Next() (source.Root, error) {
-	if s.next == s.n {
-		return source.Root{}, source.ErrNotReady
-	}
-	s.next++
-	return source.Root{ID: uint64(s.next - 1), Payload: "x"}, nil
-}
-func (s *countingSource) Replay(uint64) (string, error) { return "x", nil }
-func (s *countingSource) Done(id uint64)                { s.done = append(s.done, id) }
-func (s *countingSource) Total() int64                  { return -1 }
-func (s *countingSource) Close() error                  { s.closes++; return nil }
-
-// TestIngestDrainSource: after stop the source hands out nothing more and
-// closes (commits) its inner source once the roots out are done, before
-// the spout's own Close.
-func TestIngestDrainSource(t *testing.T) {
-	inner := &countingSource{n: 3}
-	f, stop := drainable(func(int, int) (source.Source, error) { return inner, nil })
-	s, err := f(0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if _, err := s.Next(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.Done(0)
-	stop()
-	stop() // twice is fine
-	if _, err := s.Next(); !errors.Is(err, io.EOF) {
-		t.Fatalf("Next after stop: %v, want io.EOF", err)
-	}
-	if inner.closes != 0 {
-		t.Fatal("closed with a root out")
-	}
-	s.Done(1)
-	if inner.closes != 1 || !slices.Equal(inner.done, []uint64{0, 1}) {
-		t.Fatalf("after the last root: %d closes, done %v", inner.closes, inner.done)
-	}
-	if err := s.Close(); err != nil || inner.closes != 1 {
-		t.Fatalf("Close: %v, %d closes of the inner source", err, inner.closes)
-	}
-	if _, err := s.Next(); !errors.Is(err, io.EOF) {
-		t.Fatalf("Next after Close: %v", err)
 	}
 }
 
@@ -307,7 +252,7 @@ func ingestKill9(t *testing.T, exactlyOnce bool) {
 	clients := newIngestClients(url)
 	clients.run(3)
 	waitIngest(t, url, "records acknowledged and committed", path+".log", func(st gateway.IngestStats) bool {
-		return clients.ackedCount() >= 1500 && st.Readers[ingestReader] > 0
+		return clients.ackedCount() >= 1500 && st.Readers[member.IngestReader] > 0
 	})
 	if err := node.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -326,7 +271,7 @@ func ingestKill9(t *testing.T, exactlyOnce bool) {
 		t.Fatal(err)
 	}
 	checkLog(t, l, clients)
-	committed, _ := l.Committed(ingestReader)
+	committed, _ := l.Committed(member.IngestReader)
 	end := l.End()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -369,7 +314,7 @@ func ingestKill9(t *testing.T, exactlyOnce bool) {
 		}
 	}
 	final := waitIngest(t, url, "the restarted node's spout committing the end", path2+".log", func(st gateway.IngestStats) bool {
-		return st.End == end+6 && st.Readers[ingestReader] == st.End
+		return st.End == end+6 && st.Readers[member.IngestReader] == st.End
 	})
 	if final.Start == 0 { // over two segments' worth of records, all committed
 		t.Fatalf("no segment deleted although the reader committed the end: %+v", final)
@@ -404,7 +349,7 @@ func ingestKill9(t *testing.T, exactlyOnce bool) {
 		t.Fatalf("the log was not closed cleanly: %+v", rec)
 	}
 	inLog := checkLog(t, l, clients)
-	if c, _ := l.Committed(ingestReader); c != l.End() || l.End() != end+6 {
+	if c, _ := l.Committed(member.IngestReader); c != l.End() || l.End() != end+6 {
 		t.Fatalf("committed %d, end %d, want both %d", c, l.End(), end+6)
 	}
 	// The restarted process counted the records from the offset committed
@@ -442,7 +387,7 @@ func ingestKill9(t *testing.T, exactlyOnce bool) {
 func checkLog(t *testing.T, l *wal.Log, c *ingestClients) map[string]uint64 {
 	t.Helper()
 	start, end := l.Start(), l.End()
-	committed, _ := l.Committed(ingestReader)
+	committed, _ := l.Committed(member.IngestReader)
 	seen := map[string]uint64{}
 	for off := start; off < end; {
 		recs, err := l.Read(off, 1000)

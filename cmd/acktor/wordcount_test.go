@@ -1,19 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/member"
 	"github.com/acktor/acktor/source"
-	"github.com/sirupsen/logrus"
 )
 
 // acktor runs the command in-process and returns its error.
@@ -63,7 +63,7 @@ func TestWordcountBadInput(t *testing.T) {
 		{[]string{"wordcount", "--input", text, "--pane", "1s"}, "--window 0s: want > 0"},
 		{[]string{"wordcount", "--input", text, "--window", "-1s"}, "--window -1s"},
 		{[]string{"wordcount", "--input", text, "--event-step", "1ms"}, "--event-step: only with --generate"},
-		{[]string{"wordcount", "--generate", "5", "--event-step", "-1ms"}, "EventStep"},
+		{[]string{"wordcount", "--generate", "5", "--event-step", "-1ms"}, "--event-step -1ms"},
 	} {
 		err := acktor(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -174,42 +174,16 @@ func TestWordcountWindowStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	truth, err := source.GeneratorTruthLines(generatorConfig(wordcountFlags{generate: 3000, eventStep: time.Millisecond, seed: 1}), 2000, 3000)
+	truth, err := source.GeneratorTruthLines(member.GeneratorConfig(3000, time.Millisecond, 1), 2000, 3000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var want strings.Builder
-	if err := writeCounts(&want, truth); err != nil {
-		t.Fatal(err)
+	for _, w := range slices.Sorted(maps.Keys(truth)) {
+		fmt.Fprintf(&want, "%s\t%d\n", w, truth[w])
 	}
 	if string(got) != want.String() {
 		t.Fatalf("window counts differ from the truth of lines 2000..2999 (%d vs %d bytes)", len(got), want.Len())
-	}
-}
-
-// TestOptionErrors: a library's FieldError names the flag on the command
-// line and the key in a node's config by its field alone, however the
-// library words or wraps it.
-func TestOptionErrors(t *testing.T) {
-	for _, field := range []string{"Ackers", "MaxPending", "Timeout", "MaxReplays", "BatchSize", "AckDelay",
-		"Spouts", "Splitters", "Counters", "FailRate", "DropRate", "Window"} {
-		t.Run(field, func(t *testing.T) {
-			err := flagError(fmt.Errorf("topology: %w", &actors.FieldError{Field: field, Value: 7, Want: "anything else"}))
-			o := options[field]
-			if o.flag == "" || err.Error() != o.flag+" 7, want anything else" {
-				t.Fatalf("on the command line: %q", err)
-			}
-			var ee *exitError
-			if !errors.As(err, &ee) || ee.code != 2 {
-				t.Fatalf("exit code: %v", err)
-			}
-			if o.key != "" && configError(err).Error() != o.key+" 7, want anything else" {
-				t.Fatalf("in a node's config: %q", configError(err))
-			}
-		})
-	}
-	if err := flagError(&actors.FieldError{Field: "Replicas", Value: -1, Want: "0..4096"}); err.Error() != "Replicas = -1, want 0..4096" {
-		t.Fatalf("a field the command does not set: %q", err)
 	}
 }
 
@@ -244,16 +218,5 @@ func TestOutputKeptOnFailure(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(out); string(b) != "a\t1\nb\t1\nc\t1\n" {
 		t.Fatalf("after a run the output holds %q", b)
-	}
-}
-
-// TestEmptyInputWarns: a run of no line is no failure, but says so.
-func TestEmptyInputWarns(t *testing.T) {
-	var buf bytes.Buffer
-	log := logrus.New()
-	log.SetOutput(&buf)
-	j := &wordcountJob{dead: &deadLetters{}, log: log}
-	if err := j.outcome(&actors.RunStats{}, "lines"); err != nil || !strings.Contains(buf.String(), "no lines to count: the input is empty") {
-		t.Fatalf("outcome %v, logged %q", err, buf.String())
 	}
 }

@@ -13,24 +13,42 @@ import (
 	"strings"
 
 	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/member"
 	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/window"
 )
 
 // Options shape the topology.
 type Options struct {
-	Spouts, Splitters, Counters int
+	Spouts    int `yaml:"-"`
+	Splitters int `yaml:"splitters"`
+	Counters  int `yaml:"counters"`
 	// FailRate is the share of tuples a processor fails; DropRate the share
 	// it silently drops (never acks), so that only the timeout finds them.
-	FailRate, DropRate float64
+	FailRate float64 `yaml:"fail_rate"`
+	DropRate float64 `yaml:"drop_rate"`
 	// Seed seeds each task's fail/drop decisions.
-	Seed uint64
+	Seed uint64 `yaml:"-"`
 	// Window makes the counts those of a sliding window over the lines'
 	// times; the zero value counts the whole input.
-	Window window.Config
+	Window window.Config `yaml:"-"`
 	// ExactlyOnce makes the counters drop what replays bring again, so the
 	// counts are exact even with fail and drop rates.
-	ExactlyOnce bool
+	ExactlyOnce bool `yaml:"-"`
+}
+
+// Topology is the word count as a member registers it: job.splitters and
+// job.counters (2 each by default), job.fail_rate and job.drop_rate are
+// its settings; it writes word<TAB>count lines.
+func Topology() member.Topology {
+	return member.Topology{Name: "wordcount", Build: func(j *member.Job) (*actors.Topology, error) {
+		o := Options{Splitters: 2, Counters: 2}
+		if err := j.Decode(&o); err != nil {
+			return nil, err
+		}
+		o.Spouts, o.Seed, o.Window, o.ExactlyOnce = j.Spouts, j.Seed, j.Window, j.ExactlyOnce
+		return Build(j.Source, o)
+	}}
 }
 
 // Validate names the first option out of range, as an *actors.FieldError.
