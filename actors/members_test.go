@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -379,4 +380,104 @@ func TestDriverAgain(t *testing.T) {
 	ms = []member{driver, ms[1], ms[2]}
 	waitMembers(t, ms)
 	runExact(t, ms, len(lines), truth)
+}
+
+// endless hands out "w<i mod 50>" lines forever; it counts what it handed
+// out, what was Done and its Closes, over every task of every member.
+type endless struct {
+	mu                   *sync.Mutex
+	next                 uint64
+	out, done, closedOut *map[int64]int
+	closes               *int
+	task                 int64
+}
+
+func (e *endless) Next() (source.Root, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.next++
+	(*e.out)[e.task]++
+	return source.Root{ID: e.next, Payload: fmt.Sprintf("w%d", e.next%50)}, nil
+}
+func (e *endless) Replay(id uint64) (string, error) { return fmt.Sprintf("w%d", id%50), nil }
+func (e *endless) Done(uint64) {
+	e.mu.Lock()
+	(*e.done)[e.task]++
+	e.mu.Unlock()
+}
+func (e *endless) Total() int64 { return -1 }
+func (e *endless) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	*e.closes++
+	(*e.closedOut)[e.task] = (*e.out)[e.task] - (*e.done)[e.task] // roots still out at Close
+	return nil
+}
+
+// TestStopSources: a run over sources that never end stops when asked:
+// every spout task, on whichever member, reads no more, finishes its roots
+// in flight and closes its source once they are done (so that it commits
+// them), and Run returns with every root that was read completed and
+// counted.
+func TestStopSources(t *testing.T) {
+	var mu sync.Mutex
+	out, done, closedOut, closes := map[int64]int{}, map[int64]int{}, map[int64]int{}, 0
+	build := func() *Topology {
+		var b Builder
+		b.Spout("lines", 3, func(task, tasks int) (source.Source, error) {
+			return &endless{mu: &mu, out: &out, done: &done, closedOut: &closedOut, closes: &closes, task: int64(task)}, nil
+		})
+		b.Counter("count", 2, CounterOptions{Value: -1}, nil).Fields("lines", 0)
+		topo, err := b.Build()
+		if err != nil {
+			panic(err)
+		}
+		return topo
+	}
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.Log, cfg.ReportEvery = 3, quietLog(), 20*time.Millisecond
+	_, ms := startMembers(t, 3, cfg, build)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	type result struct {
+		st  *RunStats
+		err error
+	}
+	ran := make(chan result, 1)
+	go func() {
+		st, err := ms[0].rt.Run(ctx, ms[0].c, nil)
+		ran <- result{st, err}
+	}()
+	for {
+		if p, ok := ms[0].rt.Progress(); ok && p.Completed > 20_000 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := ms[0].rt.StopSources(ms[0].c); err != nil {
+		t.Fatal(err)
+	}
+	r := <-ran
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	read := 0
+	for task, n := range out {
+		read += n
+		if done[task] != n || closedOut[task] != 0 {
+			t.Errorf("spout task %d: %d read, %d done, %d out at its Close", task, n, done[task], closedOut[task])
+		}
+	}
+	var counted uint64
+	for _, e := range r.st.Counters["count"].Top {
+		counted += e.Count
+	}
+	if closes != 3 || r.st.Completed != r.st.Roots || int(r.st.Roots) != read || counted != r.st.Roots {
+		t.Fatalf("%d closes, %d of %d roots completed, %d read, %d counted", closes, r.st.Completed, r.st.Roots, read, counted)
+	}
+	if err := ms[0].rt.StopSources(ms[0].c); err == nil {
+		t.Fatal("StopSources after the run: no error")
+	}
 }

@@ -176,10 +176,13 @@ func (e *env) now() time.Time {
 
 // Runtime runs one topology on a Proto.Actor cluster, once.
 type Runtime struct {
-	env   *env
-	ran   atomic.Bool
-	run   atomic.Pointer[reporter] // the run under way, for Progress
-	start time.Time
+	env *env
+	ran atomic.Bool
+	run atomic.Pointer[reporter] // the run under way, for Progress
+	// stopping: StopSources was called; spout tasks started from now on
+	// read nothing.
+	stopping atomic.Bool
+	start    time.Time
 }
 
 // Stages reports the load of each stage of the pipeline on this member
@@ -521,8 +524,24 @@ func (rt *Runtime) startSpout(c *cluster.Cluster, rep *reporter, task uint32, re
 	if p == nil {
 		return fmt.Errorf("run: no member hosts spout task %s", e.topo.identity(task))
 	}
-	c.ActorSystem.Root.Send(p, &messages.StartSpout{Reporter: reporter, State: rep.stateOf(task)})
+	c.ActorSystem.Root.Send(p, &messages.StartSpout{Reporter: reporter, State: rep.stateOf(task), Stop: rt.stopping.Load()})
 	return nil
+}
+
+// StopSources ends the run under way as if its sources had ended: every
+// spout task, wherever it runs (and one that starts later, moved or
+// restarted after a crash), reads no more, finishes its roots in flight,
+// closes its source (which commits what finished: a Kafka group's
+// offsets, JetStream acks, the ingest log's reader offset) and drains, and
+// Run returns as for a finite input. It is how a batch job over a source
+// that never ends by itself (a broker, the ingest log) is stopped.
+func (rt *Runtime) StopSources(c *cluster.Cluster) error {
+	rep, pid := rt.run.Load(), rt.env.reporter.Load()
+	if rep == nil || pid == nil {
+		return errors.New("stop sources: no run under way")
+	}
+	rt.stopping.Store(true)
+	return rt.startSpouts(c, rep, &messages.Pid{Address: pid.Address, Id: pid.Id})
 }
 
 // resume repairs what a member took along when it left: spout tasks start

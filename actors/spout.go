@@ -259,7 +259,14 @@ func (s *spoutTask) step(m any) (settled bool) {
 }
 
 func (s *spoutTask) start(m *messages.StartSpout) {
-	if s.col == nil || s.started {
+	switch {
+	case s.col == nil:
+		return
+	case s.started:
+		if m.Stop && !s.finished && !s.core.Ended() { // the run ends: read no more
+			s.core.End(true)
+			s.refill()
+		}
 		return
 	}
 	s.started = true
@@ -283,6 +290,9 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	_, redelivers := src.(source.Redeliverer)
 	if s.settled = s.core.Start(redelivers, s.settled[:0]); len(s.settled) > 0 {
 		s.settle()
+	}
+	if m.Stop {
+		s.core.End(true)
 	}
 	every := min(s.env.cfg.ReportEvery, s.env.cfg.Timeout/4)
 	s.cancel = scheduler.NewTimerScheduler(s.root).SendRepeatedly(every, every, s.self, &spoutTick{})
@@ -569,6 +579,12 @@ func (s *spoutTask) finish() {
 	}
 	if s.cancel != nil {
 		s.cancel()
+	}
+	if s.src != nil { // done with it: closing commits what finished
+		if err := s.src.Close(); err != nil {
+			s.env.log.WithError(err).Warnf("spout %s/%d: closing its source", s.info.Component, s.info.Index)
+		}
+		s.src = nil
 	}
 	s.st.Done = true
 	s.report()

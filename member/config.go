@@ -59,12 +59,15 @@ type JobConfig struct {
 	Driver  bool `yaml:"driver"`
 	Members int  `yaml:"members"`
 	// Source is where roots come from: file (Input; - is stdin),
-	// generator (Lines generated lines of Zipf-distributed words) or
-	// ingest (this member's ingest log).
-	Source    string        `yaml:"source"`
-	Input     string        `yaml:"input"`
-	Lines     int64         `yaml:"lines"`
-	EventStep time.Duration `yaml:"event_step"`
+	// generator (Lines generated lines of Zipf-distributed words, or the
+	// topology's own stream), ingest (this member's ingest log), kafka
+	// (Kafka) or jetstream (JetStream).
+	Source    string          `yaml:"source"`
+	Input     string          `yaml:"input"`
+	Lines     int64           `yaml:"lines"`
+	EventStep time.Duration   `yaml:"event_step"`
+	Kafka     KafkaConfig     `yaml:"kafka"`
+	JetStream JetStreamConfig `yaml:"jetstream"`
 	// Spouts is the spout tasks that read the source.
 	Spouts int `yaml:"spouts"`
 	// Output and Stats are where a batch job's results and statistics go
@@ -393,6 +396,12 @@ func (j JobConfig) validate(ingest bool) error {
 		return setting("job.lines", " %d: only with job.source generator", j.Lines)
 	case j.EventStep != 0 && j.Source != "generator":
 		return setting("job.event_step", ": only with job.source generator")
+	case j.Source != "kafka" && !reflect.ValueOf(j.Kafka).IsZero():
+		return setting("job.kafka", ": set, but job.source is %s", j.Source)
+	case j.Source != "jetstream" && j.JetStream != (JetStreamConfig{}):
+		return setting("job.jetstream", ": set, but job.source is %s", j.Source)
+	case (j.Source == "kafka" || j.Source == "jetstream") && j.Input != "":
+		return setting("job.input", " %q: set, but job.source is %s; give one", j.Input, j.Source)
 	}
 	switch j.Source {
 	case "file":
@@ -429,8 +438,12 @@ func (j JobConfig) validate(ingest bool) error {
 			return setting("job.spouts", " %d: want 1 with job.source ingest (a log is read by one spout task)", j.Spouts)
 		}
 		return nil
+	case "kafka":
+		return j.Kafka.validate()
+	case "jetstream":
+		return j.JetStream.validate()
 	}
-	return setting("job.source", " %q: want file (job.input), generator (job.lines) or ingest (the ingest log)", j.Source)
+	return setting("job.source", " %q: want file (job.input), generator (job.lines), ingest (the ingest log), kafka (job.kafka) or jetstream (job.jetstream)", j.Source)
 }
 
 // Set sets key of the job section, one of the topology's own settings, to

@@ -2,15 +2,11 @@ package member
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/wal"
 )
 
@@ -57,95 +53,4 @@ func retainEvery(ctx context.Context, l *wal.Log, period time.Duration, log logr
 			}
 		}
 	}
-}
-
-// drainable wraps the sources f opens so that stop ends them: after it,
-// Next answers io.EOF, so the spout finishes the roots in flight and the
-// run ends; when the last of them is Done the source is closed, which
-// commits the offset, before the run returns (the spout closes its source
-// only when its actor stops, after Run returned).
-func drainable(f source.Factory) (source.Factory, func()) {
-	ch := make(chan struct{})
-	stop := sync.OnceFunc(func() { close(ch) })
-	return func(task, tasks int) (source.Source, error) {
-		s, err := f(task, tasks)
-		if err != nil {
-			return nil, err
-		}
-		return &drainSource{Source: s, stop: ch, out: map[uint64]struct{}{}}, nil
-	}, stop
-}
-
-// drainSource is a source of drainable. Like every source it is used by
-// one spout task at a time.
-type drainSource struct {
-	source.Source
-	stop    <-chan struct{}
-	out     map[uint64]struct{} // handed out, not Done: at most the spout's max pending
-	stopped bool
-	closed  bool
-	err     error // of the Close
-}
-
-func (d *drainSource) Next() (source.Root, error) {
-	if !d.stopped {
-		select {
-		case <-d.stop:
-			d.stopped = true
-		default:
-		}
-	}
-	if d.stopped {
-		d.closeIfDrained()
-		return source.Root{}, io.EOF
-	}
-	r, err := d.Source.Next()
-	if err == nil {
-		d.out[r.ID] = struct{}{}
-		return r, nil
-	}
-	d.badRecord(err)
-	return r, err
-}
-
-// badRecord keeps a bad record's id out: the spout dead-letters it and
-// calls Done. (Apart from Next, whose every root would allocate the
-// target errors.As takes.)
-func (d *drainSource) badRecord(err error) {
-	var bad *source.BadRecord
-	if errors.As(err, &bad) {
-		d.out[bad.ID] = struct{}{}
-	}
-}
-
-// Backlog passes the log's backlog on (source.Backlogger): the node's
-// stages show the ingest log as the queue in front of the word count.
-func (d *drainSource) Backlog() int64 {
-	if bl, ok := d.Source.(source.Backlogger); ok && !d.stopped {
-		return bl.Backlog()
-	}
-	return 0
-}
-
-func (d *drainSource) Done(id uint64) {
-	d.Source.Done(id)
-	delete(d.out, id)
-	if d.stopped {
-		d.closeIfDrained()
-	}
-}
-
-func (d *drainSource) closeIfDrained() {
-	if len(d.out) == 0 && !d.closed {
-		d.closed = true
-		d.err = d.Source.Close()
-	}
-}
-
-func (d *drainSource) Close() error {
-	if !d.closed {
-		d.closed = true
-		d.err = d.Source.Close()
-	}
-	return d.err
 }

@@ -64,7 +64,7 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 				log.WithError(err).Error("ingest: closing the log")
 			}
 		}()
-		in = &ingestRun{log: l, drain: max(2*cfg.Tracker.Timeout, 5*time.Second)}
+		in = &ingestRun{log: l}
 		if c := cfg.Ingest; cfg.Job.Source != "ingest" && len(l.Readers()) == 0 && c.RetentionBytes == 0 && c.RetentionAge == 0 {
 			log.Warnf("ingest: no reader commits (job.source is %s) and no ingest.retention_bytes or ingest.retention_age: the log grows until its device is full", cfg.Job.Source)
 		}
@@ -139,8 +139,8 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 		}
 		return err
 	}
-	if in != nil && cfg.Job.Source == "ingest" {
-		err = b.runIngest(ctx, abortCtx, node.Cluster, in, log)
+	if b.endless {
+		err = b.runDrained(ctx, abortCtx, node.Cluster, in, log)
 	} else {
 		err = b.run(ctx, node.Cluster)
 	}
@@ -190,6 +190,11 @@ type batch struct {
 	dead    *deadLetters
 	log     *logrus.Logger
 	showing string // tracker.progress
+	// endless: the source does not end by itself (the ingest log, a broker
+	// without stop_at_end); the job ends when the member is stopped, the
+	// roots in flight then having drain to finish.
+	endless bool
+	drain   time.Duration
 }
 
 // newBatch builds the job's topology and runtime over its source; a
@@ -208,16 +213,31 @@ func newBatch(cfg Config, topo Topology, in *ingestRun, log *logrus.Logger) (*ba
 	if err != nil {
 		return nil, j.named(err)
 	}
-	if cfg.Job.Source == "ingest" {
-		src, in.stop = drainable(source.WAL(source.WALConfig{Log: in.log, Reader: IngestReader}))
+	endless := false
+	switch cfg.Job.Source {
+	case "ingest":
+		src, endless = source.WAL(source.WALConfig{Log: in.log, Reader: IngestReader}), true
 		in.from = resumeAt(in.log, log)
 		if cfg.Job.ExactlyOnce && win == (window.Config{}) {
 			log.Warnf("job.exactly_once without job.window: each counter task remembers the id of every update it counted, at most %d; past that it refuses updates (replayed, then dead-lettered). Set job.window for a job that runs long", actors.DefaultCounterIDs)
 		}
-	} else if src, err = sourceOf(cfg); err != nil {
-		return nil, err
+	case "kafka":
+		if src, err = kafkaSource(cfg.Job.Kafka, func(err error) { log.WithError(err).Warn("member: kafka source") }); err != nil {
+			return nil, err
+		}
+		endless = !cfg.Job.Kafka.StopAtEnd
+	case "jetstream":
+		if src, err = jetStreamSource(cfg.Job.JetStream); err != nil {
+			return nil, err
+		}
+		endless = !cfg.Job.JetStream.StopAtEnd
+	default:
+		if src, err = sourceOf(cfg); err != nil {
+			return nil, err
+		}
 	}
-	b := &batch{cfg: cfg.Job, results: topo.Results, win: win, dead: &deadLetters{}, log: log, showing: cfg.Tracker.Progress}
+	b := &batch{cfg: cfg.Job, results: topo.Results, win: win, dead: &deadLetters{}, log: log, showing: cfg.Tracker.Progress,
+		endless: endless, drain: max(2*cfg.Tracker.Timeout, 5*time.Second)}
 	if b.results == nil {
 		b.results = WriteCounts
 	}
@@ -285,20 +305,20 @@ func (b *batch) outcome(st *actors.RunStats, what string) error {
 	return nil
 }
 
-// ingestRun is a job over the ingest log.
+// ingestRun is the member's ingest log.
 type ingestRun struct {
-	log   *wal.Log
-	stop  func()        // the source reads no more
-	drain time.Duration // how long the roots in flight may take after stop
-	from  uint64        // the reader's committed offset at start
+	log  *wal.Log
+	from uint64 // the job's reader's committed offset at start
 }
 
-// runIngest runs the job until ctx ends, then stops the source, lets the
-// roots in flight finish (the source commits once they have), and writes
-// the results and stats of this process. abortCtx ending, or the drain
-// taking longer than in.drain, abandons the roots in flight: they are read
-// again at the next start.
-func (b *batch) runIngest(ctx, abortCtx context.Context, c *pcluster.Cluster, in *ingestRun, log logrus.FieldLogger) error {
+// runDrained runs a job over a source that does not end by itself until
+// ctx ends, then stops the source, lets the roots in flight finish (the
+// source commits once they have: the ingest log's reader offset, the
+// Kafka group's offsets, the JetStream acks), and writes the results and
+// stats of this process. abortCtx ending, or the drain taking longer than
+// b.drain, abandons the roots in flight: they are read again at the next
+// start. in is the member's ingest log, if the job reads it.
+func (b *batch) runDrained(ctx, abortCtx context.Context, c *pcluster.Cluster, in *ingestRun, log logrus.FieldLogger) error {
 	runCtx, cancel := context.WithCancel(abortCtx)
 	defer cancel()
 	go func() {
@@ -307,13 +327,15 @@ func (b *batch) runIngest(ctx, abortCtx context.Context, c *pcluster.Cluster, in
 		case <-runCtx.Done():
 			return
 		}
-		in.stop()
-		log.Infof("member: the spout reads no more of the ingest log; finishing the roots in flight (at most %v)", in.drain)
-		t := time.NewTimer(in.drain)
+		if err := b.rt.StopSources(c); err != nil {
+			log.WithError(err).Error("member: stopping the sources")
+		}
+		log.Infof("member: the spouts read no more of job.source %s; finishing the roots in flight (at most %v)", b.cfg.Source, b.drain)
+		t := time.NewTimer(b.drain)
 		defer t.Stop()
 		select {
 		case <-t.C:
-			log.Warnf("member: the roots in flight did not finish in %v: aborting", in.drain)
+			log.Warnf("member: the roots in flight did not finish in %v: aborting", b.drain)
 			cancel()
 		case <-runCtx.Done():
 		}
@@ -321,6 +343,13 @@ func (b *batch) runIngest(ctx, abortCtx context.Context, c *pcluster.Cluster, in
 	show := newProgress(b.showing)
 	st, err := b.rt.Run(runCtx, c, show.update)
 	show.end()
+	if b.cfg.Source != "ingest" {
+		if err != nil {
+			return fmt.Errorf("%w; what was not committed is read again at the next start", err)
+		}
+		log.Infof("member: counted %d records of job.source %s (%d replays)", st.Roots, b.cfg.Source, st.Replayed)
+		return b.write(st, "records")
+	}
 	committed, _ := in.log.Committed(IngestReader)
 	if err != nil {
 		return fmt.Errorf("%w; the ingest log's reader %s committed offset %d (end %d): the rest is read again at the next start",

@@ -656,11 +656,14 @@ func (x *Pid) GetId() string {
 	return ""
 }
 
-// StartSpout activates a spout task and names who hears its progress.
+// StartSpout activates a spout task and names who hears its progress. With
+// stop the run is ending: the task reads no more of its source, finishes
+// its roots in flight and drains (a started task heeds that alone).
 type StartSpout struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reporter      *Pid                   `protobuf:"bytes,1,opt,name=reporter,proto3" json:"reporter,omitempty"`
 	State         *SpoutState            `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // where to resume: the task moved from another member
+	Stop          bool                   `protobuf:"varint,3,opt,name=stop,proto3" json:"stop,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -707,6 +710,13 @@ func (x *StartSpout) GetState() *SpoutState {
 		return x.State
 	}
 	return nil
+}
+
+func (x *StartSpout) GetStop() bool {
+	if x != nil {
+		return x.Stop
+	}
+	return false
 }
 
 // SpoutState is a spout task's state as it moves to another member: its
@@ -1890,11 +1900,12 @@ const file_acktor_proto_rawDesc = "" +
 	"\x05times\x18\b \x03(\x03R\x05times\"/\n" +
 	"\x03Pid\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"_\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"s\n" +
 	"\n" +
 	"StartSpout\x12'\n" +
 	"\breporter\x18\x01 \x01(\v2\v.acktor.PidR\breporter\x12(\n" +
-	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\"\xaa\x02\n" +
+	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\x12\x12\n" +
+	"\x04stop\x18\x03 \x01(\bR\x04stop\"\xaa\x02\n" +
 	"\n" +
 	"SpoutState\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +

@@ -92,8 +92,8 @@ type Spout struct {
 	redelivers bool          // the source's broker redelivers failed roots
 	held       []any         // notifications before Start
 	expired    []PendingRoot // scratch of Expire
-	ended      bool          // the source said io.EOF (or broke)
-	broken     bool          // ... broke: a redelivery does not reopen it
+	ended      bool          // the source said io.EOF (or broke, or the run stops)
+	final      bool          // ... and is read no more: a redelivery does not reopen it
 }
 
 // NewSpout makes the spout task cfg.Task's tracker, its sequence started
@@ -262,7 +262,7 @@ func (s *Spout) fail(p PendingRoot, timedOut bool, reason string) Settled {
 		v.Verdict, v.Reason = DeadLetter, fmt.Sprintf("%s after %d replays", reason, p.Attempt)
 	case s.redelivers:
 		v.Verdict = Redeliver
-		if !s.broken { // the end came (io.EOF), and now the root will again
+		if !s.final { // the end came (io.EOF), and now the root will again
 			s.ended = false
 		}
 	default:
@@ -271,9 +271,10 @@ func (s *Spout) fail(p PendingRoot, timedOut bool, reason string) Settled {
 	return v
 }
 
-// End says the source is exhausted (io.EOF), or broken: then a redelivery
-// does not reopen it.
-func (s *Spout) End(broken bool) { s.ended, s.broken = true, s.broken || broken }
+// End says the source is exhausted (io.EOF); final says it is to be read
+// no more (it broke, or the run is stopping), so that a redelivery does
+// not reopen it.
+func (s *Spout) End(final bool) { s.ended, s.final = true, s.final || final }
 
 // Ended says whether the source is exhausted.
 func (s *Spout) Ended() bool { return s.ended }

@@ -207,10 +207,10 @@ func TestSpoutSettles(t *testing.T) {
 // TestSpoutPullsAndFinishes: a task pulls while under MaxPending and its
 // source has roots, pulls again once a batch worth of room is free, and is
 // finished when its source ended and nothing is in flight; a redelivery
-// reopens an ended source (the root comes back through it), a broken one
-// stays ended.
+// reopens an ended source (the root comes back through it), one to be read
+// no more (it broke, or the run stops) stays ended.
 func TestSpoutPullsAndFinishes(t *testing.T) {
-	for _, broken := range []bool{false, true} {
+	for _, final := range []bool{false, true} {
 		s := newSpout(0)
 		if s.CanPull() {
 			t.Fatal("pulls before start")
@@ -233,7 +233,7 @@ func TestSpoutPullsAndFinishes(t *testing.T) {
 		if !s.WantsPull() {
 			t.Fatal("a batch free and no pull wanted")
 		}
-		s.End(broken)
+		s.End(final)
 		s.Step(&messages.Completed{SpringIds: ids[2:3]}, nil)
 		if s.CanPull() || !s.WantsPull() || s.Finished() {
 			t.Fatalf("ended with a root in flight: can %v, wants %v, finished %v", s.CanPull(), s.WantsPull(), s.Finished())
@@ -242,8 +242,8 @@ func TestSpoutPullsAndFinishes(t *testing.T) {
 		if len(got) != 1 || got[0].Verdict != Redeliver {
 			t.Fatalf("settled %+v", got)
 		}
-		if s.Ended() == !broken || s.Finished() == !broken {
-			t.Fatalf("broken %v: after a redelivery ended %v, finished %v", broken, s.Ended(), s.Finished())
+		if s.Ended() == !final || s.Finished() == !final {
+			t.Fatalf("final %v: after a redelivery ended %v, finished %v", final, s.Ended(), s.Finished())
 		}
 	}
 }

@@ -44,7 +44,7 @@ func TestIngestConfigErrors(t *testing.T) {
 		{"fields without dir", cl + gw + "job:\n  input: in.txt\ningest:\n  sync: grouped\n", "ingest.dir: empty, but other ingest fields are set"},
 		{"no gateway", cl + job + ing, "ingest.dir: set, but gateway.address is empty"},
 		{"no gateway, file job", cl + "job:\n  input: in.txt\n" + ing, "ingest.dir: set, but gateway.address is empty"},
-		{"source", cl + gw + "job:\n  source: kafka\n  input: in.txt\n", `job.source "kafka": want file (job.input), generator (job.lines) or ingest`},
+		{"source", cl + gw + "job:\n  source: kafka9\n  input: in.txt\n", `job.source "kafka9": want file (job.input), generator (job.lines), ingest (the ingest log), kafka`},
 		{"source without dir", cl + gw + job, "job.source ingest: ingest.dir is empty"},
 		{"input and ingest", cl + gw + job + "  input: in.txt\n" + ing, `job.input "in.txt": set, but job.source is ingest`},
 		{"not the driver", cl + gw + "job:\n  source: ingest\n" + ing, "job.source ingest: job.driver is false"},
