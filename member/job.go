@@ -30,6 +30,10 @@ type Topology struct {
 	// Results writes a batch job's results when it ends (job.output); nil
 	// writes every counter's keys and counts (WriteCounts).
 	Results func(w io.Writer, st *actors.RunStats) error
+	// Generate, if set, is the topology's own stream for job.source
+	// generator: lines roots over all spout tasks, seeded by j.Seed. Nil:
+	// lines of Zipf-distributed words (GeneratorConfig).
+	Generate func(j *Job, lines int64) (source.Factory, error)
 }
 
 // Job is what a Topology is built from: the job section of the config.

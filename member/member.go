@@ -231,6 +231,15 @@ func newBatch(cfg Config, topo Topology, in *ingestRun, log *logrus.Logger) (*ba
 			return nil, err
 		}
 		endless = !cfg.Job.JetStream.StopAtEnd
+	case "generator":
+		if topo.Generate == nil {
+			src, err = sourceOf(cfg)
+		} else if src, err = topo.Generate(j, cfg.Job.Lines); err != nil {
+			err = j.named(err)
+		}
+		if err != nil {
+			return nil, err
+		}
 	default:
 		if src, err = sourceOf(cfg); err != nil {
 			return nil, err

@@ -80,8 +80,9 @@ type SASLConfig struct {
 
 func (t TLSConfig) on() bool { return t.Enabled || t.CA != "" || t.Cert != "" || t.Key != "" }
 
-// config loads the files t names, at key (job.kafka.tls).
-func (t TLSConfig) config(key string) (*tls.Config, error) {
+// Config loads the files t names; key is where t is in the config
+// (job.kafka.tls), for the errors.
+func (t TLSConfig) Config(key string) (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CA != "" {
 		pem, err := os.ReadFile(t.CA)
@@ -163,7 +164,7 @@ func (j JetStreamConfig) validate() error {
 func kafkaSource(k KafkaConfig, onError func(error)) (source.Factory, error) {
 	var opts []kgo.Opt
 	if k.TLS.on() {
-		c, err := k.TLS.config("job.kafka.tls")
+		c, err := k.TLS.Config("job.kafka.tls")
 		if err != nil {
 			return nil, err
 		}
@@ -194,7 +195,7 @@ func kafkaSource(k KafkaConfig, onError func(error)) (source.Factory, error) {
 func jetStreamSource(j JetStreamConfig) (source.Factory, error) {
 	var opts []nats.Option
 	if j.TLS.on() {
-		c, err := j.TLS.config("job.jetstream.tls")
+		c, err := j.TLS.Config("job.jetstream.tls")
 		if err != nil {
 			return nil, err
 		}

@@ -7,11 +7,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/acktor/acktor/member"
+	"github.com/acktor/acktor/topologies/speedlayer"
 	"github.com/acktor/acktor/topologies/wordcount"
 )
 
 // builtins are the topologies the binary registers.
-func builtins() []member.Topology { return []member.Topology{wordcount.Topology()} }
+func builtins() []member.Topology {
+	return []member.Topology{wordcount.Topology(), speedlayer.Topology()}
+}
 
 func newNode(log *logrus.Logger) *cobra.Command {
 	var path string
@@ -19,12 +22,19 @@ func newNode(log *logrus.Logger) *cobra.Command {
 		Use:   "node --config FILE",
 		Short: "Run one member of a multi-machine acktor cluster",
 		Long: `Starts one cluster member as the config file describes: where it listens,
-how it finds the other members, the tracker's settings and the job (topology)
-the cluster runs. Every member carries the same job. The member with
+how it finds the other members, the tracker's settings and the job the
+cluster runs: job.topology wordcount (the default) or speedlayer, over
+job.source file, generator, ingest, kafka or jetstream. Every member carries
+the same job. The member with
 job.driver: true waits for job.members members, runs the job and writes its
 results, then leaves; the others host the job's spout tasks, processor tasks
 and ackers until they are stopped (SIGINT or SIGTERM: they leave gracefully).
 The driver alone hosts the counters, whose state is the result.
+
+Over a source that does not end by itself (kafka or jetstream without
+stop_at_end, the ingest log) the job runs until the driver gets SIGINT or
+SIGTERM: then every spout task, on whichever member, reads no more, the roots
+in flight finish, the sources commit, and the results are written.
 
 A member that dies mid-run loses what it held: its spout tasks start again on
 another member and re-read their input, the roots its processors and ackers

@@ -22,10 +22,10 @@ import (
 
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/cluster"
-	"github.com/acktor/acktor/examples/speedlayer"
 	"github.com/acktor/acktor/gateway"
 	"github.com/acktor/acktor/source/jetstream"
 	"github.com/acktor/acktor/source/kafka"
+	"github.com/acktor/acktor/topologies/speedlayer"
 	"github.com/acktor/acktor/window"
 )
 

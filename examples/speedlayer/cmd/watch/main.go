@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/acktor/acktor/examples/speedlayer"
+	"github.com/acktor/acktor/topologies/speedlayer"
 )
 
 func main() {

@@ -4,18 +4,24 @@
 // (Bloom) — that clients read over HTTP and watch over WebSocket.
 //
 // The orders come from a seeded generator (Orders) or from any source
-// (a Kafka topic, a JetStream stream) of lines in the same format.
+// (a Kafka topic, a JetStream stream) of lines in the same format. The
+// acktor binary ships it: `acktor node` runs it as job.topology speedlayer
+// (Topology), and examples/speedlayer embeds it with a watcher (Watch).
 package speedlayer
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/member"
 	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/window"
 )
@@ -192,4 +198,64 @@ func Truth(c OrdersConfig, n int64) map[string]ZoneTruth {
 		out[o.Zone] = t
 	}
 	return out
+}
+
+// settings are the topology's own keys of a member's job section.
+type settings struct {
+	Parsers  int     `yaml:"parsers"`
+	Counters int     `yaml:"counters"`
+	Zones    int     `yaml:"zones"`
+	Riders   int     `yaml:"riders"`
+	Rate     float64 `yaml:"rate"`
+}
+
+func settingsOf(j *member.Job) (settings, error) {
+	s := settings{Parsers: 2, Counters: 2, Zones: 20, Riders: 50_000}
+	return s, j.Decode(&s)
+}
+
+// Topology is the speed layer as a member registers it: over job.source
+// (a Kafka topic or a JetStream stream of "zone rider fare" lines, or
+// generated orders: job.lines of them, job.zones zones, job.riders riders,
+// job.rate orders per second per spout task, 0 as fast as they go), with
+// job.parsers and job.counters tasks (2 each). A batch job writes
+// zone<TAB>orders<TAB>fares in cents<TAB>distinct riders<TAB>repeat riders
+// lines, by zone.
+func Topology() member.Topology {
+	return member.Topology{Name: "speedlayer",
+		Build: func(j *member.Job) (*actors.Topology, error) {
+			s, err := settingsOf(j)
+			if err != nil {
+				return nil, err
+			}
+			return Build(j.Source, Options{Spouts: j.Spouts, Parsers: s.Parsers, Counters: s.Counters, Window: j.Window, ExactlyOnce: j.ExactlyOnce})
+		},
+		Generate: func(j *member.Job, lines int64) (source.Factory, error) {
+			s, err := settingsOf(j)
+			if err != nil {
+				return nil, err
+			}
+			if s.Zones < 2 || s.Riders < 2 || s.Rate < 0 {
+				return nil, &actors.FieldError{Field: "Zones", Value: fmt.Sprintf("%d zones, %d riders, rate %v", s.Zones, s.Riders, s.Rate),
+					Want: "zones and riders >= 2, rate >= 0"}
+			}
+			return Orders(OrdersConfig{Orders: lines, Zones: s.Zones, Riders: s.Riders, Rate: s.Rate, Seed: j.Seed}), nil
+		},
+		Results: Results}
+}
+
+// Results writes a finished run's zones: zone, orders, fares in cents,
+// distinct riders and repeat riders, tab-separated, by zone.
+func Results(w io.Writer, st *actors.RunStats) error {
+	r := st.Counters[ZonesComponent]
+	if r == nil {
+		return errors.New("speedlayer: no zones counter in the run")
+	}
+	top := slices.Clone(r.Top)
+	slices.SortFunc(top, func(a, b window.Entry) int { return strings.Compare(a.Key, b.Key) })
+	bw := bufio.NewWriter(w)
+	for _, e := range top {
+		fmt.Fprintf(bw, "%s\t%d\t%d\t%d\t%d\n", e.Key, e.Count, e.Sum, r.Distinct[e.Key], r.Repeats[e.Key])
+	}
+	return bw.Flush()
 }

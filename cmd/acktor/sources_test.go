@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/acktor/acktor/internal/testserver"
+	"github.com/acktor/acktor/member"
+	"github.com/acktor/acktor/topologies/speedlayer"
+)
+
+// speedlayerOrders is the stream the broker tests write: orders of 12
+// zones and 5000 riders.
+var speedlayerOrders = speedlayer.OrdersConfig{Zones: 12, Riders: 5000, Seed: 3}
+
+// runSpeedlayerNodes runs the speed layer as a batch job over three
+// `acktor node` processes whose job section reads source (the lines after
+// "  source: ..."), and checks the driver's zones against the truth of the
+// first n orders: orders and fares exactly (the job is exactly once),
+// distinct riders within the HyperLogLog's error, repeat riders within
+// Bloom's false positives. With endless, the source does not end: once the
+// driver reports n roots completed it gets SIGTERM, and must end the job
+// on every member and write the zones.
+func runSpeedlayerNodes(t *testing.T, n int64, source string, endless bool) {
+	t.Helper()
+	dir := t.TempDir()
+	ports := testserver.FreePorts(t, 3)
+	var peers []string
+	for _, p := range ports {
+		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	out := filepath.Join(dir, "zones.tsv")
+	var paths []string
+	for i, p := range ports {
+		cfg := fmt.Sprintf(`cluster:
+  name: speedlayer
+  provider: automanaged
+  automanaged:
+    port: %d
+    peers: [%s]
+    refresh: 500ms
+tracker:
+  ackers: 3
+  timeout: 5s
+  progress: log
+job:
+  topology: speedlayer
+  driver: %v
+  members: 3
+  spouts: 3
+  exactly_once: true
+  output: %s
+%s`, p, strings.Join(peers, ", "), i == 0, out, source)
+		paths = append(paths, filepath.Join(dir, fmt.Sprintf("node%d.yaml", i)))
+		if err := os.WriteFile(paths[i], []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range paths[1:] {
+		startNode(t, p)
+	}
+	driver, log := startNode(t, paths[0])
+	if endless {
+		want := fmt.Sprintf("roots %d/", n)
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if b, _ := os.ReadFile(log.Name()); strings.Contains(string(b), want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the driver did not report %q in 60 s", want)
+			}
+		}
+		if err := driver.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := driver.Wait(); err != nil {
+		b, _ := os.ReadFile(paths[0] + ".log")
+		t.Fatalf("driver: %v\n%s", err, b)
+	}
+	checkZones(t, out, speedlayer.Truth(speedlayerOrders, n))
+}
+
+// checkZones reads zone<TAB>orders<TAB>fares<TAB>distinct<TAB>repeats lines
+// from path and compares them with truth.
+func checkZones(t *testing.T, path string, truth map[string]speedlayer.ZoneTruth) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	seen := 0
+	for sc.Scan() {
+		fs := strings.Split(sc.Text(), "\t")
+		if len(fs) != 5 {
+			t.Fatalf("line %q: want 5 fields", sc.Text())
+		}
+		var v [4]uint64
+		for i := range v {
+			if v[i], err = strconv.ParseUint(fs[i+1], 10, 64); err != nil {
+				t.Fatalf("line %q: %v", sc.Text(), err)
+			}
+		}
+		want, ok := truth[fs[0]]
+		switch {
+		case !ok:
+			t.Fatalf("zone %s is in no order", fs[0])
+		case v[0] != want.Orders || v[1] != want.Fares:
+			t.Errorf("%s: %d orders, %d fares; truth %d, %d", fs[0], v[0], v[1], want.Orders, want.Fares)
+		case math.Abs(float64(v[2])-float64(want.Distinct)) > 0.05*float64(want.Distinct)+2:
+			t.Errorf("%s: %d distinct riders, truth %d", fs[0], v[2], want.Distinct)
+		case v[3] < want.Repeats || float64(v[3]) > float64(want.Repeats)*1.03+3:
+			t.Errorf("%s: %d repeat riders, truth %d", fs[0], v[3], want.Repeats)
+		}
+		seen++
+	}
+	if seen != len(truth) {
+		t.Fatalf("%d zones written, truth has %d", seen, len(truth))
+	}
+}
+
+// TestNodeSpeedlayerKafka: the speed layer over a Kafka topic of three
+// partitions (kfake, with TLS and SASL PLAIN) on three `acktor node`
+// processes: the group's partitions spread over the three spout tasks,
+// wherever they run, and the zones are the truth.
+func TestNodeSpeedlayerKafka(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	const n = 6000
+	certs := testserver.Certs(t, t.TempDir(), "kafka")
+	pair, err := tls.LoadX509KeyPair(certs.Cert, certs.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "orders"), kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair}}),
+		kfake.EnableSASL(), kfake.Superuser("PLAIN", "acktor", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	clientTLS, err := member.TLSConfig{CA: certs.CA}.Config("tls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DialTLSConfig(clientTLS),
+		kgo.SASL(plain.Auth{User: "acktor", Pass: "s3cret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: "orders", Value: []byte(speedlayerOrders.Gen(uint64(i)).String())}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KAFKA_PASSWORD", "s3cret") // the members inherit it
+	runSpeedlayerNodes(t, n, fmt.Sprintf(`  source: kafka
+  kafka:
+    brokers: [%s]
+    topics: [orders]
+    group: speedlayer
+    stop_at_end: true
+    tls:
+      ca: %s
+    sasl:
+      mechanism: plain
+      user: acktor
+      password_env: KAFKA_PASSWORD
+`, strings.Join(c.ListenAddrs(), ", "), certs.CA), false)
+}
+
+// TestNodeSpeedlayerJetStream: the speed layer over a JetStream stream of
+// the system's nats-server (Debian's 2.9) on three `acktor node` processes,
+// one durable consumer shared by the three spout tasks: reading what the
+// stream holds (stop_at_end), and reading until SIGTERM stops the job.
+func TestNodeSpeedlayerJetStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	const n = 6000
+	url := testserver.NatsServer(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range uint64(n) {
+		if _, err := js.PublishAsync("orders", []byte(speedlayerOrders.Gen(i).String())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal("publishing the orders took over 30 s")
+	}
+	for _, endless := range []bool{false, true} {
+		t.Run(fmt.Sprintf("endless=%v", endless), func(t *testing.T) {
+			runSpeedlayerNodes(t, n, fmt.Sprintf(`  source: jetstream
+  jetstream:
+    url: %s
+    stream: ORDERS
+    consumer: speedlayer-%v
+    stop_at_end: %v
+`, url, endless, !endless), endless)
+		})
+	}
+}
