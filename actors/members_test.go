@@ -18,6 +18,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/window"
 )
@@ -479,5 +480,65 @@ func TestStopSources(t *testing.T) {
 	}
 	if err := ms[0].rt.StopSources(ms[0].c); err == nil {
 		t.Fatal("StopSources after the run: no error")
+	}
+}
+
+// TestServe: a topology served by every member of a cluster, with no
+// driver: the lead starts the spout tasks, and counts come out exact. Two
+// members that both think they lead (views of the membership differ for a
+// moment) start each spout task once all the same: it is one virtual
+// actor, which a second start does not restart.
+func TestServe(t *testing.T) {
+	for _, leads := range [][]bool{{true, false, false}, {true, true, false}} {
+		t.Run(fmt.Sprintf("leads=%v", leads), func(t *testing.T) {
+			lines, truth := randomLines(9, 6000)
+			cfg := DefaultConfig()
+			cfg.Ackers, cfg.Log, cfg.ReportEvery = 3, quietLog(), 20*time.Millisecond
+			_, ms := startMembers(t, 3, cfg, memberWordCount(lines, CounterOptions{Value: -1}))
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for i, m := range ms {
+				wg.Go(func() {
+					if err := m.rt.Serve(ctx, m.c, func() bool { return leads[i] }); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			defer func() { cancel(); wg.Wait() }()
+			want := int64(0)
+			for _, n := range truth {
+				want += n
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				// Any member answers for the counters, wherever they run.
+				res, err := ms[2].rt.Query(ctx, ms[2].c, "count", &messages.CounterQuery{All: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, total := map[string]int64{}, int64(0)
+				for _, e := range res.Top {
+					got[e.Key], total = int64(e.Count), total+int64(e.Count)
+				}
+				if total >= want {
+					if !maps.Equal(got, truth) {
+						t.Fatalf("counts %v, truth %v", got, truth)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d words counted in 30 s", total, want)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			// With one lead every spout task reports to it (with two, to
+			// whichever asked it last).
+			if p, ok := ms[0].rt.Progress(); !leads[1] && (!ok || p.Completed != uint64(len(lines)) || p.Replayed != 0) {
+				t.Fatalf("the lead's progress %+v (%v), want %d lines completed, none replayed", p, ok, len(lines))
+			}
+			if err := ms[0].rt.Serve(ctx, ms[0].c, func() bool { return true }); err == nil {
+				t.Fatal("a second Serve: no error")
+			}
+		})
 	}
 }

@@ -263,6 +263,9 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	case s.col == nil:
 		return
 	case s.started:
+		if m.Reporter != nil { // a service's lead changed: report there
+			s.reporter = pidOf(m.Reporter)
+		}
 		if m.Stop && !s.finished && !s.core.Ended() { // the run ends: read no more
 			s.core.End(true)
 			s.refill()

@@ -344,3 +344,16 @@ func (a *placementActor) evacuate(ctx actor.Context, e *evacuate) {
 		}
 	}()
 }
+
+// Owner is the address of the member that owns identity of kind as this
+// member's placement sees the cluster now (without the members that
+// evacuated); "" when no member hosts kind, or c places grains otherwise.
+// Every member computes the same owner once their views of the membership
+// agree, which makes it an election: the owner of a fixed identity leads.
+func Owner(c *pcluster.Cluster, kind, identity string) string {
+	p, ok := c.IdentityLookup.(*placement)
+	if !ok {
+		return ""
+	}
+	return p.rdv.Load().owner(kind, identity)
+}

@@ -52,7 +52,9 @@ type TrackerConfig struct {
 // the topology's own settings (Job.Decode).
 type JobConfig struct {
 	Topology string `yaml:"topology"`
-	// Mode is batch: a driver runs a finite input and writes results.
+	// Mode is batch (a driver runs the job over its input and writes
+	// results) or service (no driver: every member runs the job until it is
+	// stopped, and its results are read from the gateway).
 	Mode string `yaml:"mode"`
 	// Driver marks the member that runs a batch job and writes its results;
 	// it waits for Members members first.
@@ -386,8 +388,18 @@ func (j JobConfig) validate(ingest bool) error {
 	switch {
 	case j.Topology == "":
 		return setting("job.topology", ": empty; name a registered topology")
-	case j.Mode != "batch":
-		return setting("job.mode", " %q: want batch (a driver runs a finite input and writes results)", j.Mode)
+	case j.Mode != "batch" && j.Mode != "service":
+		return setting("job.mode", " %q: want batch (a driver runs the job and writes results) or service (every member runs it until stopped)", j.Mode)
+	case j.Mode == "service" && j.Driver:
+		return setting("job.driver", ": true, but job.mode is service, which has no driver: every member runs the job")
+	case j.Mode == "service" && j.Members != 1:
+		return setting("job.members", " %d: only a batch driver waits for members; a service starts with whoever is there", j.Members)
+	case j.Mode == "service" && j.Output != "":
+		return setting("job.output", ": set, but job.mode is service, which writes no results: read them from the gateway")
+	case j.Mode == "service" && j.Stats != "":
+		return setting("job.stats", ": set, but job.mode is service, which writes no results: read them from the gateway")
+	case j.Mode == "service" && (j.Source == "ingest" || j.Input == "-"):
+		return setting("job.source", " %s: read on this member alone, but a service's spout tasks run on any member; run it as a batch job (it runs until stopped)", map[bool]string{true: "ingest", false: "stdin"}[j.Source == "ingest"])
 	case j.Members < 1:
 		return setting("job.members", " %d: want >= 1", j.Members)
 	case j.Spouts < 1:

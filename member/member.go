@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 		return err
 	}
 	kinds := b.rt.WorkerKinds()
-	if cfg.Job.Driver || cfg.Cluster.Provider == "embedded" {
+	if cfg.hostsCounters() {
 		kinds = b.rt.Kinds()
 	}
 	var metrics *gateway.Metrics
@@ -119,7 +119,15 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 		// in, first out), so no request appends to a closed log.
 		defer stopGateway()
 	}
-	if !cfg.Job.Driver && cfg.Cluster.Provider != "embedded" {
+	if cfg.Job.Mode == "service" {
+		err := serve(ctx, cfg, b.rt, node, log)
+		left = true
+		if lost := expelled(); lost != nil {
+			return lost
+		}
+		return err
+	}
+	if !cfg.drives() {
 		<-ctx.Done()
 		if err := expelled(); err != nil {
 			return err
@@ -150,13 +158,56 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 	return err
 }
 
+// drives says whether this member runs a batch job and writes its results
+// (the driver, or the one member of an embedded cluster).
+func (c Config) drives() bool {
+	return c.Job.Mode == "batch" && (c.Job.Driver || c.Cluster.Provider == "embedded")
+}
+
+// hostsCounters says whether this member hosts counter tasks: a batch
+// job's driver only (its counters are its results), every member of a
+// service.
+func (c Config) hostsCounters() bool { return c.drives() || c.Job.Mode == "service" }
+
+// serve runs a service on this member until ctx ends, then leaves the
+// cluster: every member serves, and the one that owns the service's
+// identity leads (starts the spout tasks, restarts those that move or die).
+// It keeps serving while it leaves, so that the tasks it moves hand it
+// their state if it leads.
+func serve(ctx context.Context, cfg Config, rt *actors.Runtime, node *cluster.Node, log *logrus.Logger) error {
+	id := "service/" + cfg.Job.Topology
+	lead := func() bool { return cluster.Owner(node.Cluster, actors.KindSpout, id) == node.System.Address() }
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(sctx, node.Cluster, lead) }()
+	log.Infof("member: serving %s until stopped", cfg.Job.Topology)
+	select {
+	case <-ctx.Done():
+	case err := <-served: // a task's error
+		stop()
+		node.Cluster.Shutdown(true)
+		return err
+	}
+	if cfg.Cluster.Provider == "embedded" {
+		stop()
+		<-served
+		node.Stop()
+		return nil
+	}
+	log.Info("member: leaving: moving this member's tasks, ackers and counters to the others")
+	node.Leave()
+	stop()
+	log.Info("member: left")
+	return <-served
+}
+
 // serveGateway serves the member's gateway until ctx ends; the function it
 // returns stops it and waits.
 func serveGateway(ctx context.Context, cfg Config, rt *actors.Runtime, c *pcluster.Cluster, metrics *gateway.Metrics,
 	in *ingestRun, log *logrus.Logger) (func(), error) {
 	token, _ := cfg.Gateway.Secret(os.Getenv) // checked by Validate
 	switch {
-	case !cfg.Job.Driver && cfg.Cluster.Provider != "embedded":
+	case !cfg.drives() && cfg.Job.Mode == "batch":
 		token = "" // the acker set changes where the run is driven
 	case token == "":
 		log.Infof("gateway: admin endpoints off: no gateway.token, and gateway.token_env %q is unset", cfg.Gateway.TokenEnv)
@@ -257,7 +308,7 @@ func newBatch(cfg Config, topo Topology, in *ingestRun, log *logrus.Logger) (*ba
 	if b.rt, err = actors.New(t, rc); err != nil {
 		return nil, j.named(err)
 	}
-	if !cfg.Job.Driver && cfg.Cluster.Provider != "embedded" {
+	if !cfg.drives() {
 		return b, nil
 	}
 	// Written when the run ends, atomically; find out now, not after the

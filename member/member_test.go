@@ -3,7 +3,10 @@ package member
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +16,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/acktor/acktor/actors"
+	"github.com/acktor/acktor/gateway"
+	"github.com/acktor/acktor/internal/testserver"
 )
 
 // firstLetters is a user's topology of its own: it counts the lines of
@@ -126,6 +131,8 @@ func TestRunSettingErrors(t *testing.T) {
 		{"no such topology", nil, func(c *Config) { c.Job.Topology = "join" }, "job.topology", `"join": want one of [first-letters]`},
 		{"no such input", nil, func(c *Config) { c.Job.Input += ".gone" }, "job.input", "no such file"},
 		{"a mode", nil, func(c *Config) { c.Job.Mode = "forever" }, "job.mode", `"forever": want batch`},
+		{"a service with a driver", nil, func(c *Config) { c.Job.Mode = "service" }, "job.driver", "job.mode is service, which has no driver"},
+		{"a service with an output", nil, func(c *Config) { c.Job.Mode, c.Job.Driver = "service", false }, "job.output", "writes no results"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := embedded(t, "abc\n", tc.job)
@@ -196,5 +203,39 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("error %v, want one saying %q", err, tc.err)
 			}
 		})
+	}
+}
+
+// TestRunService: a service on an embedded member runs until stopped; its
+// results are read from the gateway while it runs.
+func TestRunService(t *testing.T) {
+	cfg := embedded(t, "abc\nabd\nacx\nbdd\n", nil)
+	cfg.Job.Mode, cfg.Job.Driver, cfg.Job.Output, cfg.Job.Stats = "service", false, "", ""
+	cfg.Gateway.Address = fmt.Sprintf("127.0.0.1:%d", testserver.FreePorts(t, 1)[0])
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- Run(ctx, cfg, quiet(), firstLettersTopology()) }()
+	url := "http://" + cfg.Gateway.Address + "/api/counters/by-letter?top=10"
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var a gateway.CounterAnswer
+		if res, err := http.Get(url); err == nil {
+			err = json.NewDecoder(res.Body).Decode(&a)
+			res.Body.Close()
+			if err == nil && len(a.Top) == 2 && a.Top[0].Key == "a" && a.Top[0].Count == 3 && a.Top[1].Count == 1 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the service's counts did not reach the truth in 20 s")
+		}
+	}
+	select {
+	case err := <-ran:
+		t.Fatalf("the service ended by itself: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,9 +22,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/acktor/acktor/gateway"
 	"github.com/acktor/acktor/internal/testserver"
 	"github.com/acktor/acktor/member"
 	"github.com/acktor/acktor/topologies/speedlayer"
+	"github.com/acktor/acktor/window"
 )
 
 // speedlayerOrders is the stream the broker tests write: orders of 12
@@ -202,6 +206,84 @@ func TestNodeSpeedlayerJetStream(t *testing.T) {
 	}
 	const n = 6000
 	url := testserver.NatsServer(t)
+	publishOrders(t, url, n)
+	for _, endless := range []bool{false, true} {
+		t.Run(fmt.Sprintf("endless=%v", endless), func(t *testing.T) {
+			runSpeedlayerNodes(t, n, fmt.Sprintf(`  source: jetstream
+  jetstream:
+    url: %s
+    stream: ORDERS
+    consumer: speedlayer-%v
+    stop_at_end: %v
+`, url, endless, !endless), endless)
+		})
+	}
+}
+
+// TestNodeService: the speed layer as a service (job.mode service, no
+// driver) on three `acktor node` processes started at once over a
+// JetStream stream: whichever member leads starts the job, once; the
+// counter tasks spread over the members, and each member's gateway
+// answers for all of them with the truth.
+func TestNodeService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	const n = 6000
+	url := testserver.NatsServer(t)
+	publishOrders(t, url, n)
+	dir := t.TempDir()
+	ports := testserver.FreePorts(t, 6)
+	var peers, gateways []string
+	for _, p := range ports[:3] {
+		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	for i := range 3 {
+		gateways = append(gateways, fmt.Sprintf("127.0.0.1:%d", ports[3+i]))
+		cfg := fmt.Sprintf(`cluster:
+  name: service
+  automanaged:
+    port: %d
+    peers: [%s]
+    refresh: 500ms
+tracker:
+  ackers: 3
+  timeout: 5s
+gateway:
+  address: %s
+job:
+  topology: speedlayer
+  mode: service
+  spouts: 3
+  counters: 4
+  exactly_once: true
+  source: jetstream
+  jetstream:
+    url: %s
+    stream: ORDERS
+    consumer: service
+`, ports[i], strings.Join(peers, ", "), gateways[i], url)
+		path := filepath.Join(dir, fmt.Sprintf("node%d.yaml", i))
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		startNode(t, path)
+	}
+	truth := speedlayer.Truth(speedlayerOrders, n)
+	for _, g := range gateways {
+		zones := waitZones(t, "http://"+g, n)
+		for zone, want := range truth {
+			if got := zones[zone]; got.Count != want.Orders || uint64(got.Sum) != want.Fares {
+				t.Errorf("gateway %s: %s: %d orders, %d fares; truth %d, %d", g, zone, got.Count, got.Sum, want.Orders, want.Fares)
+			}
+		}
+	}
+}
+
+// publishOrders makes the stream ORDERS on url and publishes the first n
+// orders of speedlayerOrders to it.
+func publishOrders(t *testing.T, url string, n uint64) {
+	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +298,7 @@ func TestNodeSpeedlayerJetStream(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders"}}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range uint64(n) {
+	for i := range n {
 		if _, err := js.PublishAsync("orders", []byte(speedlayerOrders.Gen(i).String())); err != nil {
 			t.Fatal(err)
 		}
@@ -226,15 +308,27 @@ func TestNodeSpeedlayerJetStream(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("publishing the orders took over 30 s")
 	}
-	for _, endless := range []bool{false, true} {
-		t.Run(fmt.Sprintf("endless=%v", endless), func(t *testing.T) {
-			runSpeedlayerNodes(t, n, fmt.Sprintf(`  source: jetstream
-  jetstream:
-    url: %s
-    stream: ORDERS
-    consumer: speedlayer-%v
-    stop_at_end: %v
-`, url, endless, !endless), endless)
-		})
+}
+
+// waitZones asks the gateway at base for the zones until they hold n
+// orders (60 s at most), and returns them by zone.
+func waitZones(t *testing.T, base string, n uint64) map[string]window.Entry {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var a gateway.CounterAnswer
+		if res, err := http.Get(base + "/api/counters/zones?top=1000"); err == nil {
+			err = json.NewDecoder(res.Body).Decode(&a)
+			res.Body.Close()
+			zones, total := map[string]window.Entry{}, uint64(0)
+			for _, e := range a.Top {
+				zones[e.Key], total = e, total+e.Count
+			}
+			if err == nil && total >= n {
+				return zones
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the zones did not reach %d orders in 60 s", base, n)
+		}
 	}
 }
