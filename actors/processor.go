@@ -64,6 +64,12 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		p.move(ctx, m)
 	case *messages.ProcessorState:
 		p.adopt(m)
+	case *messages.CounterState:
+		if c, ok := p.user.(counted); ok {
+			if err := c.counter().adopt(m); err != nil {
+				p.env.log.WithError(err).Warnf("counter %s/%d: taking over its window", p.info.Component, p.info.Index)
+			}
+		}
 	case *flushAcks:
 		p.ackTimer = false
 		if p.col != nil {
@@ -165,9 +171,9 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 }
 
 // move sends what the runtime knows of the task (drains, finished) to its
-// activation on its new member and passes on what still reaches it here.
-// User state does not move: a stateful processor (a counter) starts empty
-// there, which is why counters live on members that do not leave.
+// activation on its new member, and a counter's window, and passes on what
+// still reaches it here. Other user state does not move: a stateful
+// processor of the user's starts empty there.
 func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 	f := moveTo(ctx, m, "processor "+p.info.Component, p.env.log)
 	if f == nil {
@@ -175,6 +181,9 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 	}
 	if p.col != nil {
 		p.col.flush()
+	}
+	if c, ok := p.user.(counted); ok {
+		c.counter().export(func(st *messages.CounterState) { p.root.Send(f.to, st) })
 	}
 	st := &messages.ProcessorState{Finished: p.finished, Processed: p.st.Processed, Reporter: p.reporter}
 	for t := range p.drained {

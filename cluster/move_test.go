@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -62,8 +63,16 @@ func (splitWords) Process(t *actors.Tuple, c *actors.Collector) {
 // TestJoinAndLeaveMoveTasks runs a word count on three members; mid-run a
 // fourth joins and then one of the workers leaves gracefully. Spout tasks,
 // processor tasks and ackers move with their state each time, so not one
-// line fails or replays and the counts are exact.
+// line fails or replays and the counts are exact: with the counters on the
+// driver alone, and with counters on every member (a service's), whose
+// windows move too.
 func TestJoinAndLeaveMoveTasks(t *testing.T) {
+	for _, everywhere := range []bool{false, true} {
+		t.Run(fmt.Sprintf("counters everywhere=%v", everywhere), func(t *testing.T) { joinAndLeave(t, everywhere) })
+	}
+}
+
+func joinAndLeave(t *testing.T, everywhere bool) {
 	gc := source.GeneratorConfig{Lines: 1_500_000, WordsPerLine: 4, Vocabulary: 500, Skew: 1.2, Seed: 4}
 	truth, err := source.GeneratorTruth(gc)
 	if err != nil {
@@ -78,7 +87,7 @@ func TestJoinAndLeaveMoveTasks(t *testing.T) {
 			t.Fatal(err)
 		}
 		kinds := rt.WorkerKinds()
-		if driver {
+		if driver || everywhere {
 			kinds = rt.Kinds()
 		}
 		c := pcluster.New(quietSystem(), pcluster.Configure("mv", test.NewTestProvider(agent), Placement(),

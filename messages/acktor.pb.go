@@ -960,6 +960,127 @@ func (x *ProcessorState) GetReporter() *Pid {
 	return nil
 }
 
+// CounterState is part of a counter task's window as the task moves to
+// another member (columns of (pane, key) cells, and the content ids its
+// exactly-once table holds with their pane's time); a big window comes in
+// several, which the new activation adds up.
+type CounterState struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Panes   []int64                `protobuf:"varint,1,rep,packed,name=panes,proto3" json:"panes,omitempty"`
+	Keys    []string               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	Counts  []uint64               `protobuf:"varint,3,rep,packed,name=counts,proto3" json:"counts,omitempty"`
+	Sums    []int64                `protobuf:"varint,4,rep,packed,name=sums,proto3" json:"sums,omitempty"`
+	IdTimes []int64                `protobuf:"varint,5,rep,packed,name=id_times,json=idTimes,proto3" json:"id_times,omitempty"`
+	Ids     []uint64               `protobuf:"fixed64,6,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// The task's counters so far (in one part only).
+	Applied       uint64 `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`
+	Duplicates    uint64 `protobuf:"varint,8,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	Late          uint64 `protobuf:"varint,9,opt,name=late,proto3" json:"late,omitempty"`
+	Refused       uint64 `protobuf:"varint,10,opt,name=refused,proto3" json:"refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CounterState) Reset() {
+	*x = CounterState{}
+	mi := &file_acktor_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CounterState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CounterState) ProtoMessage() {}
+
+func (x *CounterState) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CounterState.ProtoReflect.Descriptor instead.
+func (*CounterState) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CounterState) GetPanes() []int64 {
+	if x != nil {
+		return x.Panes
+	}
+	return nil
+}
+
+func (x *CounterState) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *CounterState) GetCounts() []uint64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *CounterState) GetSums() []int64 {
+	if x != nil {
+		return x.Sums
+	}
+	return nil
+}
+
+func (x *CounterState) GetIdTimes() []int64 {
+	if x != nil {
+		return x.IdTimes
+	}
+	return nil
+}
+
+func (x *CounterState) GetIds() []uint64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *CounterState) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *CounterState) GetDuplicates() uint64 {
+	if x != nil {
+		return x.Duplicates
+	}
+	return 0
+}
+
+func (x *CounterState) GetLate() uint64 {
+	if x != nil {
+		return x.Late
+	}
+	return 0
+}
+
+func (x *CounterState) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
 // Drain follows the last tuple a task will ever send downstream. A processor
 // task that has drains from all its upstream tasks finishes and passes one on.
 type Drain struct {
@@ -972,7 +1093,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1105,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1118,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{12}
+	return file_acktor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Drain) GetFromTask() uint32 {
@@ -1042,7 +1163,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1175,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1188,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{13}
+	return file_acktor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskReport) GetTask() uint32 {
@@ -1191,7 +1312,7 @@ type AckerStatsRequest struct {
 
 func (x *AckerStatsRequest) Reset() {
 	*x = AckerStatsRequest{}
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1324,7 @@ func (x *AckerStatsRequest) String() string {
 func (*AckerStatsRequest) ProtoMessage() {}
 
 func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1337,7 @@ func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStatsRequest.ProtoReflect.Descriptor instead.
 func (*AckerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{14}
+	return file_acktor_proto_rawDescGZIP(), []int{15}
 }
 
 type AckerStats struct {
@@ -1244,7 +1365,7 @@ type AckerStats struct {
 
 func (x *AckerStats) Reset() {
 	*x = AckerStats{}
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1377,7 @@ func (x *AckerStats) String() string {
 func (*AckerStats) ProtoMessage() {}
 
 func (x *AckerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1390,7 @@ func (x *AckerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStats.ProtoReflect.Descriptor instead.
 func (*AckerStats) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{15}
+	return file_acktor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckerStats) GetId() string {
@@ -1409,7 +1530,7 @@ type AckerSet struct {
 
 func (x *AckerSet) Reset() {
 	*x = AckerSet{}
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1542,7 @@ func (x *AckerSet) String() string {
 func (*AckerSet) ProtoMessage() {}
 
 func (x *AckerSet) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1555,7 @@ func (x *AckerSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerSet.ProtoReflect.Descriptor instead.
 func (*AckerSet) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{16}
+	return file_acktor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckerSet) GetVersion() uint64 {
@@ -1476,7 +1597,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1609,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1622,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{17}
+	return file_acktor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Handover) GetSpringIds() []uint64 {
@@ -1568,7 +1689,7 @@ type CounterQuery struct {
 
 func (x *CounterQuery) Reset() {
 	*x = CounterQuery{}
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1701,7 @@ func (x *CounterQuery) String() string {
 func (*CounterQuery) ProtoMessage() {}
 
 func (x *CounterQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1714,7 @@ func (x *CounterQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
 func (*CounterQuery) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{18}
+	return file_acktor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CounterQuery) GetKeys() []string {
@@ -1657,7 +1778,7 @@ type CounterResult struct {
 
 func (x *CounterResult) Reset() {
 	*x = CounterResult{}
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1790,7 @@ func (x *CounterResult) String() string {
 func (*CounterResult) ProtoMessage() {}
 
 func (x *CounterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1803,7 @@ func (x *CounterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
 func (*CounterResult) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{19}
+	return file_acktor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CounterResult) GetKeys() []string {
@@ -1810,7 +1931,7 @@ type MemberEvacuated struct {
 
 func (x *MemberEvacuated) Reset() {
 	*x = MemberEvacuated{}
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1943,7 @@ func (x *MemberEvacuated) String() string {
 func (*MemberEvacuated) ProtoMessage() {}
 
 func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1956,7 @@ func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberEvacuated.ProtoReflect.Descriptor instead.
 func (*MemberEvacuated) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{20}
+	return file_acktor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MemberEvacuated) GetAddress() string {
@@ -1928,7 +2049,21 @@ const file_acktor_proto_rawDesc = "" +
 	"\adrained\x18\x01 \x03(\rR\adrained\x12\x1a\n" +
 	"\bfinished\x18\x02 \x01(\bR\bfinished\x12\x1c\n" +
 	"\tprocessed\x18\x03 \x01(\x04R\tprocessed\x12'\n" +
-	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"M\n" +
+	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"\xf9\x01\n" +
+	"\fCounterState\x12\x14\n" +
+	"\x05panes\x18\x01 \x03(\x03R\x05panes\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x16\n" +
+	"\x06counts\x18\x03 \x03(\x04R\x06counts\x12\x12\n" +
+	"\x04sums\x18\x04 \x03(\x03R\x04sums\x12\x19\n" +
+	"\bid_times\x18\x05 \x03(\x03R\aidTimes\x12\x10\n" +
+	"\x03ids\x18\x06 \x03(\x06R\x03ids\x12\x18\n" +
+	"\aapplied\x18\a \x01(\x04R\aapplied\x12\x1e\n" +
+	"\n" +
+	"duplicates\x18\b \x01(\x04R\n" +
+	"duplicates\x12\x12\n" +
+	"\x04late\x18\t \x01(\x04R\x04late\x12\x18\n" +
+	"\arefused\x18\n" +
+	" \x01(\x04R\arefused\"M\n" +
 	"\x05Drain\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12'\n" +
 	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\xcd\x03\n" +
@@ -2036,7 +2171,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -2051,27 +2186,28 @@ var file_acktor_proto_goTypes = []any{
 	(*SpoutState)(nil),        // 10: acktor.SpoutState
 	(*SpoutMoved)(nil),        // 11: acktor.SpoutMoved
 	(*ProcessorState)(nil),    // 12: acktor.ProcessorState
-	(*Drain)(nil),             // 13: acktor.Drain
-	(*TaskReport)(nil),        // 14: acktor.TaskReport
-	(*AckerStatsRequest)(nil), // 15: acktor.AckerStatsRequest
-	(*AckerStats)(nil),        // 16: acktor.AckerStats
-	(*AckerSet)(nil),          // 17: acktor.AckerSet
-	(*Handover)(nil),          // 18: acktor.Handover
-	(*CounterQuery)(nil),      // 19: acktor.CounterQuery
-	(*CounterResult)(nil),     // 20: acktor.CounterResult
-	(*MemberEvacuated)(nil),   // 21: acktor.MemberEvacuated
-	nil,                       // 22: acktor.Handover.ClientsEntry
+	(*CounterState)(nil),      // 13: acktor.CounterState
+	(*Drain)(nil),             // 14: acktor.Drain
+	(*TaskReport)(nil),        // 15: acktor.TaskReport
+	(*AckerStatsRequest)(nil), // 16: acktor.AckerStatsRequest
+	(*AckerStats)(nil),        // 17: acktor.AckerStats
+	(*AckerSet)(nil),          // 18: acktor.AckerSet
+	(*Handover)(nil),          // 19: acktor.Handover
+	(*CounterQuery)(nil),      // 20: acktor.CounterQuery
+	(*CounterResult)(nil),     // 21: acktor.CounterResult
+	(*MemberEvacuated)(nil),   // 22: acktor.MemberEvacuated
+	nil,                       // 23: acktor.Handover.ClientsEntry
 }
 var file_acktor_proto_depIdxs = []int32{
 	8,  // 0: acktor.Track.notify:type_name -> acktor.Pid
 	0,  // 1: acktor.Failed.reason:type_name -> acktor.FailReason
 	8,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
 	10, // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
-	14, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
+	15, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
 	10, // 5: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
 	8,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
 	8,  // 7: acktor.Drain.reporter:type_name -> acktor.Pid
-	22, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	23, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
 	8,  // 9: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
 	10, // [10:10] is the sub-list for method output_type
 	10, // [10:10] is the sub-list for method input_type
@@ -2091,7 +2227,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,103 @@
+package window
+
+import "math"
+
+// Cell is one key's updates in one pane, as Export gives them and Import
+// takes them: Pane is the pane's first time, unix ns.
+type Cell struct {
+	Pane int64
+	Key  string
+	Value
+}
+
+// Export calls f with every nonzero (pane, key) cell of the window, oldest
+// pane first, until f returns false: with Import into an empty window of
+// the same Config, the state of w as reads see it (a moving counter task
+// hands its window over so). A key may come twice for one pane (its
+// in-order and its late updates).
+func (w *Sliding) Export(f func(Cell) bool) {
+	if w.clock.span == 0 {
+		return
+	}
+	for age := int(w.clock.n) - 1; age >= 0; age-- {
+		p := w.clock.head - int64(age)
+		t := int64(math.MinInt64)
+		if p >= math.MinInt64/w.clock.width {
+			t = p * w.clock.width
+		}
+		for _, e := range w.panes[w.clock.back(age)].cells {
+			if e.count == 0 {
+				continue
+			}
+			k, _ := w.Key(e.col)
+			if !f(Cell{Pane: t, Key: k, Value: Value{Count: uint64(e.count), Sum: e.sum}}) {
+				return
+			}
+		}
+	}
+}
+
+// Import adds c's updates to the window, as if its Count updates summing
+// to its Sum had come at time c.Pane; it moves the window as Add does, and
+// refuses what Add would (ErrLate, ErrAhead, ErrKeysFull, ErrCellsFull,
+// ErrOverflow), counting nothing then.
+func (w *Sliding) Import(c Cell) error {
+	if c.Count == 0 {
+		return nil
+	}
+	if c.Count > math.MaxUint32 {
+		w.stats.Overflow++
+		return ErrOverflow
+	}
+	s, err := w.place(c.Pane, w)
+	if err != nil {
+		return err
+	}
+	col, err := w.Column([]byte(c.Key))
+	if err != nil {
+		return err
+	}
+	p, index := &w.panes[s], &w.panes[s].late
+	if s == w.clock.slot {
+		index = &w.head
+	}
+	i, at, ok := index.find(col)
+	switch {
+	case ok && uint64(p.cells[i].count)+c.Count > math.MaxUint32:
+		w.stats.Overflow++
+		return ErrOverflow
+	case ok:
+		p.cells[i].count += uint32(c.Count)
+		p.cells[i].sum += c.Sum
+	case w.cellCount >= w.maxCells:
+		w.stats.CellsFull++
+		return ErrCellsFull
+	default:
+		index.put(col, uint32(len(p.cells)), at)
+		p.cells = append(p.cells, cell{col: col, count: uint32(c.Count), sum: c.Sum})
+		w.cellCount++
+	}
+	if s != w.clock.slot { // a closed pane: its updates are in the total too
+		w.fold(col, uint32(c.Count), c.Sum)
+	}
+	w.stats.Added += c.Count
+	return nil
+}
+
+// Export calls f with every id remembered, and the first time of its pane,
+// until f returns false: Claim of each into an empty Seen of the same pane
+// width makes the same Seen.
+func (s *Seen) Export(f func(t int64, id uint64) bool) {
+	for _, sl := range s.slots {
+		if sl.id == 0 || sl.pane < s.from {
+			continue
+		}
+		t := int64(math.MinInt64)
+		if sl.pane >= math.MinInt64/s.pane {
+			t = sl.pane * s.pane
+		}
+		if !f(t, sl.id) {
+			return
+		}
+	}
+}
