@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -223,23 +224,27 @@ func TestNodeSpeedlayerJetStream(t *testing.T) {
 // TestNodeService: the speed layer as a service (job.mode service, no
 // driver) on three `acktor node` processes started at once over a
 // JetStream stream: whichever member leads starts the job, once; the
-// counter tasks spread over the members, and each member's gateway
-// answers for all of them with the truth.
+// counter tasks spread over the members, and each member's gateway answers
+// for all of them with the truth. A fourth member joins, then one leaves
+// (SIGTERM): tasks, ackers and counters move with their state, and the
+// zones stay the truth, exactly. Then one is killed (kill -9): the service
+// goes on, and every order published after is read and acknowledged.
 func TestNodeService(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts three processes")
+		t.Skip("starts four processes")
 	}
-	const n = 6000
+	const n = 4000
 	url := testserver.NatsServer(t)
 	publishOrders(t, url, n)
 	dir := t.TempDir()
-	ports := testserver.FreePorts(t, 6)
+	ports := testserver.FreePorts(t, 8)
 	var peers, gateways []string
-	for _, p := range ports[:3] {
+	for _, p := range ports[:4] {
 		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", p))
 	}
-	for i := range 3 {
-		gateways = append(gateways, fmt.Sprintf("127.0.0.1:%d", ports[3+i]))
+	var members []*exec.Cmd
+	start := func(i int) {
+		gateways = append(gateways, fmt.Sprintf("127.0.0.1:%d", ports[4+i]))
 		cfg := fmt.Sprintf(`cluster:
   name: service
   automanaged:
@@ -267,22 +272,81 @@ job:
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		startNode(t, path)
+		m, _ := startNode(t, path)
+		members = append(members, m)
 	}
-	truth := speedlayer.Truth(speedlayerOrders, n)
-	for _, g := range gateways {
-		zones := waitZones(t, "http://"+g, n)
-		for zone, want := range truth {
-			if got := zones[zone]; got.Count != want.Orders || uint64(got.Sum) != want.Fares {
-				t.Errorf("gateway %s: %s: %d orders, %d fares; truth %d, %d", g, zone, got.Count, got.Sum, want.Orders, want.Fares)
+	for i := range 3 {
+		start(i)
+	}
+	check := func(orders uint64, live []int, when string) {
+		t.Helper()
+		truth := speedlayer.Truth(speedlayerOrders, int64(orders))
+		for _, i := range live {
+			zones := waitZones(t, "http://"+gateways[i], orders)
+			for zone, want := range truth {
+				if got := zones[zone]; got.Count != want.Orders || uint64(got.Sum) != want.Fares {
+					t.Errorf("%s, gateway %d: %s: %d orders, %d fares; truth %d, %d", when, i, zone, got.Count, got.Sum, want.Orders, want.Fares)
+				}
 			}
+		}
+	}
+	check(n, []int{0, 1, 2}, "three members")
+	start(3) // a fourth joins
+	time.Sleep(2 * time.Second)
+	publishMore(t, url, n, 2*n)
+	check(2*n, []int{0, 1, 2, 3}, "after a join")
+	if err := members[1].Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := members[1].Wait(); err != nil {
+		t.Fatalf("the member that left: %v", err)
+	}
+	publishMore(t, url, 2*n, 3*n)
+	check(3*n, []int{0, 2, 3}, "after a leave")
+	if err := members[2].Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	publishMore(t, url, 3*n, 4*n)
+	waitConsumed(t, url, "service")
+}
+
+// waitConsumed waits until the durable consumer of ORDERS on url has
+// every message acknowledged (60 s at most).
+func waitConsumed(t *testing.T, url, consumer string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := js.Consumer(ctx, "ORDERS", consumer)
+		var info *jetstream.ConsumerInfo
+		if err == nil {
+			info, err = c.Info(ctx)
+		}
+		cancel()
+		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumer %s: not every order acknowledged in 60 s: %+v, %v", consumer, info, err)
 		}
 	}
 }
 
-// publishOrders makes the stream ORDERS on url and publishes the first n
-// orders of speedlayerOrders to it.
-func publishOrders(t *testing.T, url string, n uint64) {
+// publishOrders publishes the first n orders of speedlayerOrders to the
+// stream ORDERS on url, which it makes.
+func publishOrders(t *testing.T, url string, n uint64) { publishMore(t, url, 0, n) }
+
+// publishMore publishes orders from..to-1 of speedlayerOrders to the stream
+// ORDERS on url, which it makes when from is 0.
+func publishMore(t *testing.T, url string, from, to uint64) {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -295,10 +359,12 @@ func publishOrders(t *testing.T, url string, n uint64) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders"}}); err != nil {
-		t.Fatal(err)
+	if from == 0 {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders"}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for i := range n {
+	for i := from; i < to; i++ {
 		if _, err := js.PublishAsync("orders", []byte(speedlayerOrders.Gen(i).String())); err != nil {
 			t.Fatal(err)
 		}
