@@ -222,20 +222,58 @@ func TestNodeSpeedlayerJetStream(t *testing.T) {
 }
 
 // TestNodeService: the speed layer as a service (job.mode service, no
-// driver) on three `acktor node` processes started at once over a
-// JetStream stream: whichever member leads starts the job, once; the
-// counter tasks spread over the members, and each member's gateway answers
-// for all of them with the truth. A fourth member joins, then one leaves
-// (SIGTERM): tasks, ackers and counters move with their state, and the
-// zones stay the truth, exactly. Then one is killed (kill -9): the service
-// goes on, and every order published after is read and acknowledged.
+// driver) on three `acktor node` processes started at once, over a
+// JetStream stream on the system's nats-server and over a Kafka topic on
+// kfake: whichever member leads starts the job, once; the counter tasks
+// spread over the members, and each member's gateway answers for all of
+// them with the truth. A fourth member joins, then one leaves (SIGTERM):
+// tasks, ackers and counters move with their state, and the zones stay the
+// truth, exactly, on every member. Then (JetStream) one is killed
+// (kill -9): the service goes on, and every order published after is read
+// and acknowledged.
 func TestNodeService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}
+	t.Run("jetstream", func(t *testing.T) {
+		url := testserver.NatsServer(t)
+		serviceNodes(t, fmt.Sprintf("  source: jetstream\n  jetstream:\n    url: %s\n    stream: ORDERS\n    consumer: service\n    ack_wait: 5s\n", url),
+			func(from, to uint64) { publishMore(t, url, from, to) }, func() { waitConsumed(t, url, "service") })
+	})
+	t.Run("kafka", func(t *testing.T) {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "orders"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		publish := func(from, to uint64) {
+			var recs []*kgo.Record
+			for i := from; i < to; i++ {
+				recs = append(recs, &kgo.Record{Topic: "orders", Value: []byte(speedlayerOrders.Gen(i).String())})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		serviceNodes(t, fmt.Sprintf("  source: kafka\n  kafka:\n    brokers: [%s]\n    topics: [orders]\n    group: service\n",
+			strings.Join(c.ListenAddrs(), ", ")), publish, nil)
+	})
+}
+
+// serviceNodes runs the speed layer service over the source section
+// (the job's lines from "  source: ..."): three members, orders published
+// with publish, a join, a leave, and with consumed a kill -9 after which
+// consumed must see every order acknowledged.
+func serviceNodes(t *testing.T, source string, publish func(from, to uint64), consumed func()) {
 	const n = 4000
-	url := testserver.NatsServer(t)
-	publishOrders(t, url, n)
+	publish(0, n)
 	dir := t.TempDir()
 	ports := testserver.FreePorts(t, 8)
 	var peers, gateways []string
@@ -262,12 +300,7 @@ job:
   spouts: 3
   counters: 4
   exactly_once: true
-  source: jetstream
-  jetstream:
-    url: %s
-    stream: ORDERS
-    consumer: service
-`, ports[i], strings.Join(peers, ", "), gateways[i], url)
+%s`, ports[i], strings.Join(peers, ", "), gateways[i], source)
 		path := filepath.Join(dir, fmt.Sprintf("node%d.yaml", i))
 		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
@@ -293,7 +326,7 @@ job:
 	check(n, []int{0, 1, 2}, "three members")
 	start(3) // a fourth joins
 	time.Sleep(2 * time.Second)
-	publishMore(t, url, n, 2*n)
+	publish(n, 2*n)
 	check(2*n, []int{0, 1, 2, 3}, "after a join")
 	if err := members[1].Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -301,13 +334,16 @@ job:
 	if err := members[1].Wait(); err != nil {
 		t.Fatalf("the member that left: %v", err)
 	}
-	publishMore(t, url, 2*n, 3*n)
+	publish(2*n, 3*n)
 	check(3*n, []int{0, 2, 3}, "after a leave")
+	if consumed == nil {
+		return
+	}
 	if err := members[2].Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	publishMore(t, url, 3*n, 4*n)
-	waitConsumed(t, url, "service")
+	publish(3*n, 4*n)
+	consumed()
 }
 
 // waitConsumed waits until the durable consumer of ORDERS on url has
