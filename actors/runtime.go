@@ -182,6 +182,7 @@ type Runtime struct {
 	// stopping: StopSources was called; spout tasks started from now on
 	// read nothing.
 	stopping atomic.Bool
+	serving  atomic.Pointer[serving] // set while the runtime serves a service
 	start    time.Time
 }
 
@@ -218,6 +219,24 @@ func (rt *Runtime) Progress() (Progress, bool) {
 		return Progress{}, false
 	}
 	p := rep.progress()
+	p.Elapsed = time.Since(rt.start)
+	return p, true
+}
+
+// RunProgress is the progress of the job this member takes part in: of the
+// run it drives, as Progress, or of the service it serves, as the lead
+// counts it (asked within a second; false when the lead does not answer).
+func (rt *Runtime) RunProgress() (Progress, bool) {
+	sv := rt.serving.Load()
+	if sv == nil || sv.leader() == sv.c.ActorSystem.Address() {
+		return rt.Progress()
+	}
+	res, err := sv.c.ActorSystem.Root.RequestFuture(actor.NewPID(sv.leader(), reporterName), &messages.ProgressRequest{}, time.Second).Result()
+	s, ok := res.(*messages.TaskReport)
+	if err != nil || !ok {
+		return Progress{}, false
+	}
+	p := progressOf(s)
 	p.Elapsed = time.Since(rt.start)
 	return p, true
 }
@@ -617,6 +636,10 @@ func newReporter(tasks int) *reporter {
 }
 
 func (r *reporter) receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*messages.ProgressRequest); ok {
+		ctx.Respond(r.sum())
+		return
+	}
 	if m, ok := ctx.Message().(*messages.SpoutMoved); ok && m.State != nil {
 		r.mu.Lock()
 		r.states[m.Task] = m.State
@@ -690,29 +713,44 @@ func (r *reporter) err() error {
 	return errors.New(strings.Join(errs, "; "))
 }
 
-func (r *reporter) progress() Progress {
+func (r *reporter) progress() Progress { return progressOf(r.sum()) }
+
+// sum is the reports of every task summed, their latency histograms
+// merged.
+func (r *reporter) sum() *messages.TaskReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var p Progress
+	var s messages.TaskReport
 	var lat latencyHistogram
 	for _, t := range r.tasks {
 		lat.add(t.Latency)
-		p.LatencySum += time.Duration(t.LatencySumMicros) * time.Microsecond
-		p.Roots += t.Roots
-		p.Completed += t.Completed
-		p.Failed += t.Failed
-		p.TimedOut += t.TimedOut
-		p.Replayed += t.Replayed
-		p.DeadLettered += t.DeadLettered
-		p.InFlight += t.InFlight
-		p.PeakInFlight += t.PeakInFlight
-		p.Tuples += t.Emitted
-		if t.Total >= 0 && p.Total >= 0 {
-			p.Total += t.Total
+		s.LatencySumMicros += t.LatencySumMicros
+		s.Roots += t.Roots
+		s.Completed += t.Completed
+		s.Failed += t.Failed
+		s.TimedOut += t.TimedOut
+		s.Replayed += t.Replayed
+		s.DeadLettered += t.DeadLettered
+		s.InFlight += t.InFlight
+		s.PeakInFlight += t.PeakInFlight
+		s.Emitted += t.Emitted
+		if t.Total >= 0 && s.Total >= 0 {
+			s.Total += t.Total
 		} else {
-			p.Total = -1
+			s.Total = -1
 		}
 	}
+	s.Latency = lat[:]
+	return &s
+}
+
+// progressOf is the Progress a summed report says.
+func progressOf(s *messages.TaskReport) Progress {
+	var lat latencyHistogram
+	lat.add(s.Latency)
+	p := Progress{Roots: s.Roots, Completed: s.Completed, Failed: s.Failed, TimedOut: s.TimedOut, Replayed: s.Replayed,
+		DeadLettered: s.DeadLettered, InFlight: s.InFlight, PeakInFlight: s.PeakInFlight, Tuples: s.Emitted, Total: s.Total,
+		LatencySum: time.Duration(s.LatencySumMicros) * time.Microsecond}
 	p.LatencyP50, p.LatencyP99 = lat.quantile(0.5), lat.quantile(0.99)
 	p.Latency, p.LatencyCount = lat.buckets()
 	return p

@@ -13,6 +13,16 @@ import (
 	"github.com/acktor/acktor/messages"
 )
 
+// reporterName is the name of a service member's reporter: a member asks
+// the lead's for the service's progress.
+const reporterName = "acktor-reporter"
+
+// serving is a service this runtime serves: where, and who leads.
+type serving struct {
+	c      *cluster.Cluster
+	leader func() string
+}
+
 // serveEvery is how often the lead of a service makes sure every spout
 // task runs: a task that died with its member starts again on another
 // within it (sooner when the membership tells of the loss).
@@ -29,7 +39,7 @@ const serveEvery = time.Second
 // that stops leading stops doing so, but still restarts the tasks that
 // hand it their state as they move (a lead that leaves the cluster moves
 // its tasks before it stops serving). A runtime serves once, or runs once.
-func (rt *Runtime) Serve(ctx context.Context, c *cluster.Cluster, lead func() bool) error {
+func (rt *Runtime) Serve(ctx context.Context, c *cluster.Cluster, leader func() string) error {
 	if !rt.ran.CompareAndSwap(false, true) {
 		return errors.New("serve: this runtime has run already; make a new one")
 	}
@@ -38,8 +48,14 @@ func (rt *Runtime) Serve(ctx context.Context, c *cluster.Cluster, lead func() bo
 	rt.start = time.Now()
 	rt.run.Store(rep)
 	root := c.ActorSystem.Root
-	pid := root.Spawn(actor.PropsFromFunc(rep.receive))
+	pid, err := root.SpawnNamed(actor.PropsFromFunc(rep.receive), reporterName)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	defer root.Stop(pid)
+	rt.serving.Store(&serving{c: c, leader: leader})
+	defer rt.serving.Store(nil)
+	lead := func() bool { return leader() == c.ActorSystem.Address() }
 	e.reporter.Store(pid)
 	defer e.reporter.Store(nil)
 	rpid := &messages.Pid{Address: pid.Address, Id: pid.Id}

@@ -295,7 +295,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		}
 		st.Ackers = append(st.Ackers, as)
 	}
-	if p, ok := s.rt.Progress(); ok {
+	if p, ok := s.rt.RunProgress(); ok { // a service's, from its lead
 		st.Run = runStatus(p)
 	}
 	st.Counters = s.rt.Topology().Counters()

@@ -125,7 +125,7 @@ func (s *Server) streamStatus(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, fmt.Sprintf("status/%v", every), every, func(context.Context) ([]byte, error) {
 		l := Live{Counters: s.rt.Topology().Counters(), Members: s.members()}
 		l.AckerSet.Version, l.AckerSet.Ackers = s.rt.AckerSet()
-		if p, ok := s.rt.Progress(); ok {
+		if p, ok := s.rt.RunProgress(); ok {
 			l.Run = runStatus(p)
 			l.Rates = rates.add(p)
 			l.Run.ElapsedSeconds = 0 // time alone is no change

@@ -176,10 +176,10 @@ func (c Config) hostsCounters() bool { return c.drives() || c.Job.Mode == "servi
 // their state if it leads.
 func serve(ctx context.Context, cfg Config, rt *actors.Runtime, node *cluster.Node, log *logrus.Logger) error {
 	id := "service/" + cfg.Job.Topology
-	lead := func() bool { return cluster.Owner(node.Cluster, actors.KindSpout, id) == node.System.Address() }
+	leader := func() string { return cluster.Owner(node.Cluster, actors.KindSpout, id) }
 	sctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- rt.Serve(sctx, node.Cluster, lead) }()
+	go func() { served <- rt.Serve(sctx, node.Cluster, leader) }()
 	log.Infof("member: serving %s until stopped", cfg.Job.Topology)
 	select {
 	case <-ctx.Done():

@@ -1135,6 +1135,44 @@ func (x *Drain) GetReporter() *Pid {
 	return nil
 }
 
+// ProgressRequest asks a service's lead for the progress of its tasks,
+// summed in a TaskReport.
+type ProgressRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgressRequest) Reset() {
+	*x = ProgressRequest{}
+	mi := &file_acktor_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgressRequest) ProtoMessage() {}
+
+func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
+func (*ProgressRequest) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{14}
+}
+
 // TaskReport is what a spout or processor task tells the reporter, now and
 // then and once more when it is done.
 type TaskReport struct {
@@ -1163,7 +1201,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1213,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1226,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{14}
+	return file_acktor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskReport) GetTask() uint32 {
@@ -1312,7 +1350,7 @@ type AckerStatsRequest struct {
 
 func (x *AckerStatsRequest) Reset() {
 	*x = AckerStatsRequest{}
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1362,7 @@ func (x *AckerStatsRequest) String() string {
 func (*AckerStatsRequest) ProtoMessage() {}
 
 func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1375,7 @@ func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStatsRequest.ProtoReflect.Descriptor instead.
 func (*AckerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{15}
+	return file_acktor_proto_rawDescGZIP(), []int{16}
 }
 
 type AckerStats struct {
@@ -1365,7 +1403,7 @@ type AckerStats struct {
 
 func (x *AckerStats) Reset() {
 	*x = AckerStats{}
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1415,7 @@ func (x *AckerStats) String() string {
 func (*AckerStats) ProtoMessage() {}
 
 func (x *AckerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1428,7 @@ func (x *AckerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStats.ProtoReflect.Descriptor instead.
 func (*AckerStats) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{16}
+	return file_acktor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckerStats) GetId() string {
@@ -1530,7 +1568,7 @@ type AckerSet struct {
 
 func (x *AckerSet) Reset() {
 	*x = AckerSet{}
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1580,7 @@ func (x *AckerSet) String() string {
 func (*AckerSet) ProtoMessage() {}
 
 func (x *AckerSet) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1593,7 @@ func (x *AckerSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerSet.ProtoReflect.Descriptor instead.
 func (*AckerSet) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{17}
+	return file_acktor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AckerSet) GetVersion() uint64 {
@@ -1597,7 +1635,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1647,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1660,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{18}
+	return file_acktor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Handover) GetSpringIds() []uint64 {
@@ -1689,7 +1727,7 @@ type CounterQuery struct {
 
 func (x *CounterQuery) Reset() {
 	*x = CounterQuery{}
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1739,7 @@ func (x *CounterQuery) String() string {
 func (*CounterQuery) ProtoMessage() {}
 
 func (x *CounterQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1752,7 @@ func (x *CounterQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
 func (*CounterQuery) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{19}
+	return file_acktor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CounterQuery) GetKeys() []string {
@@ -1778,7 +1816,7 @@ type CounterResult struct {
 
 func (x *CounterResult) Reset() {
 	*x = CounterResult{}
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +1828,7 @@ func (x *CounterResult) String() string {
 func (*CounterResult) ProtoMessage() {}
 
 func (x *CounterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +1841,7 @@ func (x *CounterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
 func (*CounterResult) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{20}
+	return file_acktor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CounterResult) GetKeys() []string {
@@ -1931,7 +1969,7 @@ type MemberEvacuated struct {
 
 func (x *MemberEvacuated) Reset() {
 	*x = MemberEvacuated{}
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +1981,7 @@ func (x *MemberEvacuated) String() string {
 func (*MemberEvacuated) ProtoMessage() {}
 
 func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +1994,7 @@ func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberEvacuated.ProtoReflect.Descriptor instead.
 func (*MemberEvacuated) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{21}
+	return file_acktor_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MemberEvacuated) GetAddress() string {
@@ -2066,7 +2104,8 @@ const file_acktor_proto_rawDesc = "" +
 	" \x01(\x04R\arefused\"M\n" +
 	"\x05Drain\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12'\n" +
-	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\xcd\x03\n" +
+	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\x11\n" +
+	"\x0fProgressRequest\"\xcd\x03\n" +
 	"\n" +
 	"TaskReport\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12\x12\n" +
@@ -2171,7 +2210,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -2188,26 +2227,27 @@ var file_acktor_proto_goTypes = []any{
 	(*ProcessorState)(nil),    // 12: acktor.ProcessorState
 	(*CounterState)(nil),      // 13: acktor.CounterState
 	(*Drain)(nil),             // 14: acktor.Drain
-	(*TaskReport)(nil),        // 15: acktor.TaskReport
-	(*AckerStatsRequest)(nil), // 16: acktor.AckerStatsRequest
-	(*AckerStats)(nil),        // 17: acktor.AckerStats
-	(*AckerSet)(nil),          // 18: acktor.AckerSet
-	(*Handover)(nil),          // 19: acktor.Handover
-	(*CounterQuery)(nil),      // 20: acktor.CounterQuery
-	(*CounterResult)(nil),     // 21: acktor.CounterResult
-	(*MemberEvacuated)(nil),   // 22: acktor.MemberEvacuated
-	nil,                       // 23: acktor.Handover.ClientsEntry
+	(*ProgressRequest)(nil),   // 15: acktor.ProgressRequest
+	(*TaskReport)(nil),        // 16: acktor.TaskReport
+	(*AckerStatsRequest)(nil), // 17: acktor.AckerStatsRequest
+	(*AckerStats)(nil),        // 18: acktor.AckerStats
+	(*AckerSet)(nil),          // 19: acktor.AckerSet
+	(*Handover)(nil),          // 20: acktor.Handover
+	(*CounterQuery)(nil),      // 21: acktor.CounterQuery
+	(*CounterResult)(nil),     // 22: acktor.CounterResult
+	(*MemberEvacuated)(nil),   // 23: acktor.MemberEvacuated
+	nil,                       // 24: acktor.Handover.ClientsEntry
 }
 var file_acktor_proto_depIdxs = []int32{
 	8,  // 0: acktor.Track.notify:type_name -> acktor.Pid
 	0,  // 1: acktor.Failed.reason:type_name -> acktor.FailReason
 	8,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
 	10, // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
-	15, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
+	16, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
 	10, // 5: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
 	8,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
 	8,  // 7: acktor.Drain.reporter:type_name -> acktor.Pid
-	23, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	24, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
 	8,  // 9: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
 	10, // [10:10] is the sub-list for method output_type
 	10, // [10:10] is the sub-list for method input_type
@@ -2227,7 +2267,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
