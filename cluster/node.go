@@ -42,6 +42,11 @@ type Config struct {
 	// Metrics, if set, turns on Proto.Actor's metrics; they are recorded
 	// into the global otel meter, so set it as the global provider too.
 	Metrics metric.MeterProvider `yaml:"-"`
+	// Job, if set, names the job this member carries (a fingerprint of its
+	// config, JobKind): members share grains only with members that carry
+	// the same, so a member started with another job gets none of theirs
+	// and they none of its.
+	Job string `yaml:"-"`
 	// Insecure says that the member may listen on an address other than
 	// loopback although members talk plaintext gRPC with no authentication
 	// (acktor has no TLS between members yet): anyone who reaches the port
@@ -211,7 +216,10 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	// Each retry to reach a dead member waits 2 s; the default 5 held a
 	// leaving member up to 10 s after its run had ended.
 	rcfg.MaxRetryCount = 2
-	pcfg := pcluster.Configure(cfg.Name, provider, Placement(), rcfg,
+	if cfg.Job != "" && !client {
+		kinds = append(kinds, pcluster.NewKind(JobKind(cfg.Job), actor.PropsFromFunc(func(actor.Context) {})))
+	}
+	pcfg := pcluster.Configure(cfg.Name, provider, &placement{job: cfg.Job}, rcfg,
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(10*time.Second))
 	c := pcluster.New(sys, pcfg)
 	if health != nil {

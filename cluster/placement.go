@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ func Placement() pcluster.IdentityLookup { return &placement{} }
 const placementActorName = "acktor-placement"
 
 type placement struct {
+	job   string // the job this member carries, if any: place only on members that carry it
 	c     *pcluster.Cluster
 	rdv   atomic.Pointer[rendezvous]
 	actor *actor.PID
@@ -118,7 +120,7 @@ func (p *placement) update(members []*pcluster.Member, evacuated string) {
 	}
 	var live []*pcluster.Member
 	for _, m := range p.members {
-		if !p.gone[m.Address()] {
+		if !p.gone[m.Address()] && (p.job == "" || hasKind(m.Kinds, JobKind(p.job))) {
 			live = append(live, m)
 		}
 	}
@@ -356,4 +358,18 @@ func Owner(c *pcluster.Cluster, kind, identity string) string {
 		return ""
 	}
 	return p.rdv.Load().owner(kind, identity)
+}
+
+// JobKind is the kind a member that carries job registers (never
+// activated): the members' kinds tell who carries which job.
+func JobKind(job string) string { return "job-" + job }
+
+// JobOf is the job a member carries, from its kinds; "" for none.
+func JobOf(m *pcluster.Member) string {
+	for _, k := range m.Kinds {
+		if j, ok := strings.CutPrefix(k, "job-"); ok {
+			return j
+		}
+	}
+	return ""
 }

@@ -88,6 +88,10 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 		otel.SetMeterProvider(metrics.MeterProvider)
 		cfg.Cluster.Metrics = metrics.MeterProvider
 	}
+	shared := cfg.sharedText()
+	if cfg.Cluster.Provider != "embedded" {
+		cfg.Cluster.Job = fingerprint(shared)
+	}
 	node, err := cluster.StartNode(cfg.Cluster, kinds, log)
 	if err != nil {
 		return err
@@ -98,6 +102,22 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 			node.Cluster.Shutdown(true)
 		}
 	}()
+	if cfg.Cluster.Provider != "embedded" {
+		// A member that carries another job than the others gets none of
+		// their grains, nor they its: it says which setting differs, and
+		// goes before it runs anything.
+		if err := serveJob(node.System, shared); err != nil {
+			return fmt.Errorf("member: %w", err)
+		}
+		peers := 0
+		if cfg.Cluster.Provider == "automanaged" {
+			peers = len(cfg.Cluster.Automanaged.Peers)
+		}
+		if err := checkJob(ctx, node.Cluster, shared, jobWait(cfg.Cluster), peers); err != nil {
+			return err
+		}
+		defer watchJobs(node.Cluster, shared, log)()
+	}
 	log.Infof("member: %s at %s of cluster %q", node.System.ID, node.System.Address(), cfg.Cluster.Name)
 	// The first SIGINT or SIGTERM stops the member (ctx), a second one
 	// aborts what the first lets finish (abortCtx).
@@ -199,6 +219,19 @@ func serve(ctx context.Context, cfg Config, rt *actors.Runtime, node *cluster.No
 	stop()
 	log.Info("member: left")
 	return <-served
+}
+
+// jobWait is how long a member that starts looks for members that carry
+// another job: until the automanaged provider's peers were seen (it checks
+// them every refresh), or a second (etcd).
+func jobWait(c cluster.Config) time.Duration {
+	if c.Provider == "automanaged" {
+		if len(c.Automanaged.Peers) <= 1 {
+			return 0
+		}
+		return min(2*c.Automanaged.Refresh+500*time.Millisecond, 3*time.Second)
+	}
+	return time.Second
 }
 
 // serveGateway serves the member's gateway until ctx ends; the function it

@@ -1135,6 +1135,89 @@ func (x *Drain) GetReporter() *Pid {
 	return nil
 }
 
+// JobRequest asks a member for the job it carries; it answers JobText.
+type JobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobRequest) Reset() {
+	*x = JobRequest{}
+	mi := &file_acktor_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRequest) ProtoMessage() {}
+
+func (x *JobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
+func (*JobRequest) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{14}
+}
+
+// JobText is a member's job: the settings every member must carry alike,
+// as YAML.
+type JobText struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Yaml          string                 `protobuf:"bytes,1,opt,name=yaml,proto3" json:"yaml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobText) Reset() {
+	*x = JobText{}
+	mi := &file_acktor_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobText) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobText) ProtoMessage() {}
+
+func (x *JobText) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobText.ProtoReflect.Descriptor instead.
+func (*JobText) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *JobText) GetYaml() string {
+	if x != nil {
+		return x.Yaml
+	}
+	return ""
+}
+
 // ProgressRequest asks a service's lead for the progress of its tasks,
 // summed in a TaskReport.
 type ProgressRequest struct {
@@ -1145,7 +1228,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1240,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1253,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{14}
+	return file_acktor_proto_rawDescGZIP(), []int{16}
 }
 
 // TaskReport is what a spout or processor task tells the reporter, now and
@@ -1201,7 +1284,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1296,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1309,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{15}
+	return file_acktor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskReport) GetTask() uint32 {
@@ -1350,7 +1433,7 @@ type AckerStatsRequest struct {
 
 func (x *AckerStatsRequest) Reset() {
 	*x = AckerStatsRequest{}
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1445,7 @@ func (x *AckerStatsRequest) String() string {
 func (*AckerStatsRequest) ProtoMessage() {}
 
 func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1458,7 @@ func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStatsRequest.ProtoReflect.Descriptor instead.
 func (*AckerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{16}
+	return file_acktor_proto_rawDescGZIP(), []int{18}
 }
 
 type AckerStats struct {
@@ -1403,7 +1486,7 @@ type AckerStats struct {
 
 func (x *AckerStats) Reset() {
 	*x = AckerStats{}
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1498,7 @@ func (x *AckerStats) String() string {
 func (*AckerStats) ProtoMessage() {}
 
 func (x *AckerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1511,7 @@ func (x *AckerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStats.ProtoReflect.Descriptor instead.
 func (*AckerStats) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{17}
+	return file_acktor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AckerStats) GetId() string {
@@ -1568,7 +1651,7 @@ type AckerSet struct {
 
 func (x *AckerSet) Reset() {
 	*x = AckerSet{}
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1663,7 @@ func (x *AckerSet) String() string {
 func (*AckerSet) ProtoMessage() {}
 
 func (x *AckerSet) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1676,7 @@ func (x *AckerSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerSet.ProtoReflect.Descriptor instead.
 func (*AckerSet) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{18}
+	return file_acktor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AckerSet) GetVersion() uint64 {
@@ -1635,7 +1718,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1647,7 +1730,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1660,7 +1743,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{19}
+	return file_acktor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Handover) GetSpringIds() []uint64 {
@@ -1727,7 +1810,7 @@ type CounterQuery struct {
 
 func (x *CounterQuery) Reset() {
 	*x = CounterQuery{}
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1822,7 @@ func (x *CounterQuery) String() string {
 func (*CounterQuery) ProtoMessage() {}
 
 func (x *CounterQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1835,7 @@ func (x *CounterQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
 func (*CounterQuery) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{20}
+	return file_acktor_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CounterQuery) GetKeys() []string {
@@ -1816,7 +1899,7 @@ type CounterResult struct {
 
 func (x *CounterResult) Reset() {
 	*x = CounterResult{}
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1911,7 @@ func (x *CounterResult) String() string {
 func (*CounterResult) ProtoMessage() {}
 
 func (x *CounterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +1924,7 @@ func (x *CounterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
 func (*CounterResult) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{21}
+	return file_acktor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CounterResult) GetKeys() []string {
@@ -1969,7 +2052,7 @@ type MemberEvacuated struct {
 
 func (x *MemberEvacuated) Reset() {
 	*x = MemberEvacuated{}
-	mi := &file_acktor_proto_msgTypes[22]
+	mi := &file_acktor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2064,7 @@ func (x *MemberEvacuated) String() string {
 func (*MemberEvacuated) ProtoMessage() {}
 
 func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[22]
+	mi := &file_acktor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2077,7 @@ func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberEvacuated.ProtoReflect.Descriptor instead.
 func (*MemberEvacuated) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{22}
+	return file_acktor_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MemberEvacuated) GetAddress() string {
@@ -2104,7 +2187,11 @@ const file_acktor_proto_rawDesc = "" +
 	" \x01(\x04R\arefused\"M\n" +
 	"\x05Drain\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12'\n" +
-	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\x11\n" +
+	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\f\n" +
+	"\n" +
+	"JobRequest\"\x1d\n" +
+	"\aJobText\x12\x12\n" +
+	"\x04yaml\x18\x01 \x01(\tR\x04yaml\"\x11\n" +
 	"\x0fProgressRequest\"\xcd\x03\n" +
 	"\n" +
 	"TaskReport\x12\x12\n" +
@@ -2210,7 +2297,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -2227,27 +2314,29 @@ var file_acktor_proto_goTypes = []any{
 	(*ProcessorState)(nil),    // 12: acktor.ProcessorState
 	(*CounterState)(nil),      // 13: acktor.CounterState
 	(*Drain)(nil),             // 14: acktor.Drain
-	(*ProgressRequest)(nil),   // 15: acktor.ProgressRequest
-	(*TaskReport)(nil),        // 16: acktor.TaskReport
-	(*AckerStatsRequest)(nil), // 17: acktor.AckerStatsRequest
-	(*AckerStats)(nil),        // 18: acktor.AckerStats
-	(*AckerSet)(nil),          // 19: acktor.AckerSet
-	(*Handover)(nil),          // 20: acktor.Handover
-	(*CounterQuery)(nil),      // 21: acktor.CounterQuery
-	(*CounterResult)(nil),     // 22: acktor.CounterResult
-	(*MemberEvacuated)(nil),   // 23: acktor.MemberEvacuated
-	nil,                       // 24: acktor.Handover.ClientsEntry
+	(*JobRequest)(nil),        // 15: acktor.JobRequest
+	(*JobText)(nil),           // 16: acktor.JobText
+	(*ProgressRequest)(nil),   // 17: acktor.ProgressRequest
+	(*TaskReport)(nil),        // 18: acktor.TaskReport
+	(*AckerStatsRequest)(nil), // 19: acktor.AckerStatsRequest
+	(*AckerStats)(nil),        // 20: acktor.AckerStats
+	(*AckerSet)(nil),          // 21: acktor.AckerSet
+	(*Handover)(nil),          // 22: acktor.Handover
+	(*CounterQuery)(nil),      // 23: acktor.CounterQuery
+	(*CounterResult)(nil),     // 24: acktor.CounterResult
+	(*MemberEvacuated)(nil),   // 25: acktor.MemberEvacuated
+	nil,                       // 26: acktor.Handover.ClientsEntry
 }
 var file_acktor_proto_depIdxs = []int32{
 	8,  // 0: acktor.Track.notify:type_name -> acktor.Pid
 	0,  // 1: acktor.Failed.reason:type_name -> acktor.FailReason
 	8,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
 	10, // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
-	16, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
+	18, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
 	10, // 5: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
 	8,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
 	8,  // 7: acktor.Drain.reporter:type_name -> acktor.Pid
-	24, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	26, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
 	8,  // 9: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
 	10, // [10:10] is the sub-list for method output_type
 	10, // [10:10] is the sub-list for method input_type
@@ -2267,7 +2356,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

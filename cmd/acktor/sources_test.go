@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -433,4 +434,60 @@ func waitZones(t *testing.T, base string, n uint64) map[string]window.Entry {
 			t.Fatalf("%s: the zones did not reach %d orders in 60 s", base, n)
 		}
 	}
+}
+
+// TestNodeOtherJob: a member started into a cluster with another job (one
+// setting differs) says which setting and which member, exits 2 before it
+// runs anything, and takes nothing of the running service: its counts go
+// on.
+func TestNodeOtherJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two processes")
+	}
+	dir := t.TempDir()
+	ports := testserver.FreePorts(t, 3)
+	peers := fmt.Sprintf("127.0.0.1:%d, 127.0.0.1:%d", ports[0], ports[1])
+	write := func(i, counters int) string {
+		gateway := ""
+		if i == 0 {
+			gateway = fmt.Sprintf("gateway:\n  address: 127.0.0.1:%d\n", ports[2])
+		}
+		cfg := fmt.Sprintf(`cluster:
+  name: other
+  automanaged:
+    port: %d
+    peers: [%s]
+    refresh: 500ms
+%sjob:
+  topology: speedlayer
+  mode: service
+  source: generator
+  lines: 100000000
+  rate: 500
+  counters: %d
+`, ports[i], peers, gateway, counters)
+		path := filepath.Join(dir, fmt.Sprintf("node%d.yaml", i))
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	startNode(t, write(0, 4))
+	base := "http://" + fmt.Sprintf("127.0.0.1:%d", ports[2])
+	waitZones(t, base, 100)
+	err := acktor(t, "node", "--config", write(1, 3))
+	var ee *exitError
+	if err == nil || !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "job.counters: 3 here, 4 on member 127.0.0.1:") {
+		t.Fatalf("the member with another job: %v, want exit 2 naming job.counters and the member", err)
+	}
+	before := total(waitZones(t, base, 100))
+	waitZones(t, base, before+500) // the service goes on, all its counters with it
+}
+
+func total(zones map[string]window.Entry) uint64 {
+	var n uint64
+	for _, e := range zones {
+		n += e.Count
+	}
+	return n
 }
