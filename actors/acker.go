@@ -73,7 +73,9 @@ func (a *ackerTask) Receive(ctx actor.Context) {
 		a.res.forget(m.Who)
 		return
 	case *messages.AckerStatsRequest:
-		ctx.Respond(a.stats())
+		st := a.stats()
+		st.Member = ctx.Self().Address
+		ctx.Respond(st)
 		return
 	case *actor.Stopping:
 		if a.cancel != nil {

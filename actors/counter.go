@@ -300,6 +300,9 @@ type CounterResult struct {
 	// means no, true means probably).
 	Distinct, Repeats map[string]uint64
 	Seen              map[string]bool
+	// Missing names the counter tasks that did not answer in time (a
+	// partial answer: ErrPartial).
+	Missing []string
 }
 
 // merge folds one task's answer into r; keys is len(q.Keys).

@@ -241,9 +241,18 @@ func (rt *Runtime) RunProgress() (Progress, bool) {
 	return p, true
 }
 
+// askWithin bounds the wait for one task's or acker's answer to a
+// question about the run (stats, a query without a deadline of its own):
+// while a member dies, the others' answers come on time.
+const askWithin = 2 * time.Second
+
+// finalQueryWithin bounds the query of a finished run's final windows.
+const finalQueryWithin = 30 * time.Second
+
 // Ackers asks every acker there has been for its counters, all at once.
-// An acker that does not answer (its member is down) is left out and named
-// in the error; the others' counters come back all the same.
+// An acker that does not answer within askWithin (its member is down) is
+// left out and named in the error; the others' counters come back all the
+// same.
 func (rt *Runtime) Ackers(c *cluster.Cluster) ([]AckerStats, error) {
 	n := int(rt.env.maxAckers.Load())
 	out := make([]AckerStats, n)
@@ -253,7 +262,7 @@ func (rt *Runtime) Ackers(c *cluster.Cluster) ([]AckerStats, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := c.Request(tracker.AckerIdentity(i), KindAcker, &messages.AckerStatsRequest{})
+			res, err := c.Request(tracker.AckerIdentity(i), KindAcker, &messages.AckerStatsRequest{}, cluster.WithTimeout(askWithin))
 			a, ok := res.(*messages.AckerStats)
 			switch {
 			case err != nil:
@@ -261,7 +270,7 @@ func (rt *Runtime) Ackers(c *cluster.Cluster) ([]AckerStats, error) {
 			case !ok:
 				errs[i] = fmt.Errorf("stats of %s: unexpected %T", tracker.AckerIdentity(i), res)
 			default:
-				out[i] = AckerStats{ID: a.Id, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
+				out[i] = AckerStats{ID: a.Id, Member: a.Member, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
 					Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
 					HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded,
 					BadMessages: a.BadMessages, Rejected: a.Rejected, Dropped: a.Dropped, ClientsRefused: a.ClientsRefused}
@@ -384,6 +393,7 @@ func (rt *Runtime) running() bool {
 // AckerStats is one acker's share of a run.
 type AckerStats struct {
 	ID           string `json:"id"`
+	Member       string `json:"member"` // the address of the member that hosts it
 	Tracked      uint64 `json:"tracked"`
 	InFlight     uint64 `json:"in_flight"`
 	PeakInFlight uint64 `json:"peak_in_flight"`
@@ -505,7 +515,9 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 		if !comp.counter {
 			continue
 		}
-		res, err := rt.Query(ctx, c, comp.Name, &messages.CounterQuery{All: true})
+		qctx, cancel := context.WithTimeout(ctx, finalQueryWithin) // every key of a big window takes a while
+		res, err := rt.Query(qctx, c, comp.Name, &messages.CounterQuery{All: true})
+		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("run: final window: %w", err)
 		}
@@ -836,13 +848,16 @@ func (rt *Runtime) Query(ctx context.Context, c *cluster.Cluster, name string, q
 	if q == nil {
 		q = &messages.CounterQuery{}
 	}
-	timeout := 5 * time.Second
+	timeout := askWithin
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	type answer struct {
-		m   *messages.CounterResult
-		err error
+		task int
+		m    *messages.CounterResult
+		err  error
 	}
 	answers := make(chan answer, comp.Parallel)
 	for i := range comp.Parallel {
@@ -856,7 +871,7 @@ func (rt *Runtime) Query(ctx context.Context, c *cluster.Cluster, name string, q
 			if err != nil {
 				err = fmt.Errorf("%s: %w", id, err)
 			}
-			answers <- answer{m, err}
+			answers <- answer{i, m, err}
 		}()
 	}
 	r := &CounterResult{Keys: make([]window.Entry, len(q.Keys)), Distinct: map[string]uint64{},
@@ -865,17 +880,26 @@ func (rt *Runtime) Query(ctx context.Context, c *cluster.Cluster, name string, q
 		r.Keys[i].Key = k
 	}
 	top := map[string]window.Value{}
+	answered := make([]bool, comp.Parallel)
+	var errs []error
+wait:
 	for range comp.Parallel {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("query %s: %w", name, ctx.Err())
+			break wait
 		case a := <-answers:
 			if a.err == nil {
 				a.err = r.merge(a.m, len(q.Keys), top)
 			}
+			answered[a.task] = a.err == nil
 			if a.err != nil {
-				return nil, fmt.Errorf("query %s: %w", name, a.err)
+				errs = append(errs, a.err)
 			}
+		}
+	}
+	for i, ok := range answered {
+		if !ok {
+			r.Missing = append(r.Missing, rt.env.topo.identity(comp.FirstTask+uint32(i)))
 		}
 	}
 	n := int(q.Top)
@@ -884,5 +908,17 @@ func (rt *Runtime) Query(ctx context.Context, c *cluster.Cluster, name string, q
 	}
 	r.Top = rank(top, q.BySum, n)
 	r.trim()
+	if len(r.Missing) > 0 {
+		if len(errs) == 0 {
+			errs = append(errs, ctx.Err())
+		}
+		return r, fmt.Errorf("query %s: %w: %d of %d counter tasks did not answer (%s): %w", name, ErrPartial,
+			len(r.Missing), comp.Parallel, strings.Join(r.Missing, ", "), errors.Join(errs...))
+	}
 	return r, nil
 }
+
+// ErrPartial is wrapped by the error of a query that some counter tasks did
+// not answer in time (their member is down, say): the result holds the
+// others' answers, and CounterResult.Missing names the tasks.
+var ErrPartial = errors.New("partial answer")

@@ -237,8 +237,7 @@ type Status struct {
 
 // AckerStatus is one acker's counters and the member that hosts it.
 type AckerStatus struct {
-	actors.AckerStats
-	Member string `json:"member"`
+	actors.AckerStats // with the member that hosts it
 }
 
 // Member is one cluster member.
@@ -289,11 +288,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		st.AckerErrs = err.Error() // a member may be down: say so, show the rest
 	}
 	for _, a := range ackers {
-		as := AckerStatus{AckerStats: a}
-		if p := s.c.Get(a.ID, actors.KindAcker); p != nil {
-			as.Member = p.Address
-		}
-		st.Ackers = append(st.Ackers, as)
+		st.Ackers = append(st.Ackers, AckerStatus{AckerStats: a})
 	}
 	if p, ok := s.rt.RunProgress(); ok { // a service's, from its lead
 		st.Run = runStatus(p)
@@ -332,6 +327,9 @@ type CounterAnswer struct {
 	Distinct map[string]uint64 `json:"distinct,omitempty"`
 	Repeats  map[string]uint64 `json:"repeats,omitempty"`
 	Seen     map[string]bool   `json:"seen,omitempty"`
+	// Missing names the counter tasks that did not answer in time (their
+	// member is down, say): the values are the other tasks'.
+	Missing []string `json:"missing,omitempty"`
 	// Error is set, alone, in a stream's update when the query failed.
 	Error string `json:"error,omitempty"`
 }
@@ -349,7 +347,7 @@ func (s *Server) counters(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("query %s: no counter component of that name", name))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), queryWithin)
 	defer cancel()
 	a, err := s.query(ctx, name, q)
 	switch {
@@ -362,10 +360,16 @@ func (s *Server) counters(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// query asks a counter component and shapes the answer.
+// queryWithin bounds a counter query: while a member dies, the answer
+// comes on time with the other tasks' values and names the tasks that did
+// not answer (CounterAnswer.Missing).
+const queryWithin = 3 * time.Second
+
+// query asks a counter component and shapes the answer; one that some
+// tasks did not give in time is still an answer, saying which.
 func (s *Server) query(ctx context.Context, component string, q *messages.CounterQuery) (*CounterAnswer, error) {
 	res, err := s.rt.Query(ctx, s.c, component, q)
-	if err != nil {
+	if err != nil && !(res != nil && errors.Is(err, actors.ErrPartial)) {
 		return nil, err
 	}
 	return AnswerOf(res), nil
@@ -375,7 +379,7 @@ func (s *Server) query(ctx context.Context, component string, q *messages.Counte
 // window's bounds as times, none for all time.
 func AnswerOf(res *actors.CounterResult) *CounterAnswer {
 	a := &CounterAnswer{Keys: res.Keys, Top: res.Top, Applied: res.Applied, Duplicates: res.Duplicates,
-		Late: res.Late, Refused: res.Refused, Distinct: res.Distinct, Repeats: res.Repeats, Seen: res.Seen}
+		Late: res.Late, Refused: res.Refused, Distinct: res.Distinct, Repeats: res.Repeats, Seen: res.Seen, Missing: res.Missing}
 	if res.HasWindow && time.Duration(res.End-res.Start) != actors.AllTime { // all time has no bounds to show
 		start, end := time.Unix(0, res.Start).UTC(), time.Unix(0, res.End).UTC()
 		a.Start, a.End = &start, &end

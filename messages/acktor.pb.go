@@ -1480,6 +1480,7 @@ type AckerStats struct {
 	Forwarded      uint64                 `protobuf:"varint,15,opt,name=forwarded,proto3" json:"forwarded,omitempty"`                                 // inits, acks and fails passed on to the root's new acker
 	BadMessages    uint64                 `protobuf:"varint,16,opt,name=bad_messages,json=badMessages,proto3" json:"bad_messages,omitempty"`          // malformed messages and handed-over records dropped, and notifications that named no spout task or known client
 	ClientsRefused uint64                 `protobuf:"varint,17,opt,name=clients_refused,json=clientsRefused,proto3" json:"clients_refused,omitempty"` // remote clients refused: too many at once, or their task id was another client's
+	Member         string                 `protobuf:"bytes,18,opt,name=member,proto3" json:"member,omitempty"`                                        // the address of the member that hosts the acker
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1631,6 +1632,13 @@ func (x *AckerStats) GetClientsRefused() uint64 {
 		return x.ClientsRefused
 	}
 	return 0
+}
+
+func (x *AckerStats) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
 }
 
 // AckerSet announces a new acker set: acker/0..ackers-1 on a ring of
@@ -2212,7 +2220,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\x05total\x18\x0e \x01(\x03R\x05total\x12\x18\n" +
 	"\alatency\x18\x0f \x03(\x04R\alatency\x12,\n" +
 	"\x12latency_sum_micros\x18\x10 \x01(\x04R\x10latencySumMicros\"\x13\n" +
-	"\x11AckerStatsRequest\"\xea\x03\n" +
+	"\x11AckerStatsRequest\"\x82\x04\n" +
 	"\n" +
 	"AckerStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -2233,7 +2241,8 @@ const file_acktor_proto_rawDesc = "" +
 	"\aadopted\x18\x0e \x01(\x04R\aadopted\x12\x1c\n" +
 	"\tforwarded\x18\x0f \x01(\x04R\tforwarded\x12!\n" +
 	"\fbad_messages\x18\x10 \x01(\x04R\vbadMessages\x12'\n" +
-	"\x0fclients_refused\x18\x11 \x01(\x04R\x0eclientsRefused\"X\n" +
+	"\x0fclients_refused\x18\x11 \x01(\x04R\x0eclientsRefused\x12\x16\n" +
+	"\x06member\x18\x12 \x01(\tR\x06member\"X\n" +
 	"\bAckerSet\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x16\n" +
 	"\x06ackers\x18\x02 \x01(\rR\x06ackers\x12\x1a\n" +

@@ -343,6 +343,24 @@ job:
 	if err := members[2].Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	// While the cluster has not noticed the death yet, the other members
+	// answer on time, naming the counter tasks that did not answer.
+	for _, path := range []string{"/api/counters/zones?top=5", "/api/status"} {
+		began := time.Now()
+		res, err := http.Get("http://" + gateways[0] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct {
+			Missing []string `json:"missing"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&a)
+		res.Body.Close()
+		if took := time.Since(began); res.StatusCode != http.StatusOK || took > 4*time.Second {
+			t.Errorf("GET %s just after a kill: %s in %v, want 200 within 4 s", path, res.Status, took)
+		}
+		t.Logf("GET %s just after a kill: %s in %v, missing %v", path, res.Status, time.Since(began), a.Missing)
+	}
 	publish(3*n, 4*n)
 	consumed()
 }
