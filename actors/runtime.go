@@ -912,6 +912,9 @@ wait:
 		if len(errs) == 0 {
 			errs = append(errs, ctx.Err())
 		}
+		if len(r.Missing) == comp.Parallel {
+			return nil, fmt.Errorf("query %s: no counter task answered: %w", name, errors.Join(errs...))
+		}
 		return r, fmt.Errorf("query %s: %w: %d of %d counter tasks did not answer (%s): %w", name, ErrPartial,
 			len(r.Missing), comp.Parallel, strings.Join(r.Missing, ", "), errors.Join(errs...))
 	}
@@ -920,5 +923,6 @@ wait:
 
 // ErrPartial is wrapped by the error of a query that some counter tasks did
 // not answer in time (their member is down, say): the result holds the
-// others' answers, and CounterResult.Missing names the tasks.
+// others' answers, and CounterResult.Missing names the tasks. When none
+// answered there is no result.
 var ErrPartial = errors.New("partial answer")
