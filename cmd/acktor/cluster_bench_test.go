@@ -2,11 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/acktor/acktor/gateway"
+	"github.com/acktor/acktor/internal/testserver"
 )
 
 // runStats is what a run's --stats file says of its speed.
@@ -83,4 +89,85 @@ func BenchmarkClusterWordcount(b *testing.B) {
 	b.ReportMetric(embedded/float64(b.N), "embedded-tuples/s")
 	b.ReportMetric(clustered/float64(b.N), "cluster-tuples/s")
 	b.ReportMetric(clustered/embedded, "x-embedded")
+}
+
+// BenchmarkClusterService serves the speed layer over the same generated
+// orders on an embedded member (a batch job: its --stats) and as a service
+// of three `acktor node` processes on this machine (3 spout, 2 parse and 4
+// counter tasks, 3 ackers), in the same iteration, and reports both
+// orders/s and the service's over the embedded's. The service's rate is
+// taken from its lead's progress (any member's /api/status) between 10 %
+// and all of the orders completed, so that start-up does not count.
+func BenchmarkClusterService(b *testing.B) {
+	const orders = 1_000_000
+	job := fmt.Sprintf(`job:
+  topology: speedlayer
+  spouts: 3
+  parsers: 2
+  counters: 4
+  source: generator
+  lines: %d
+`, orders)
+	var embedded, served float64
+	for range b.N {
+		dir := b.TempDir()
+		emb, stats := filepath.Join(dir, "embedded.yaml"), filepath.Join(dir, "embedded.json")
+		if err := os.WriteFile(emb, []byte("cluster:\n  provider: embedded\ntracker:\n  ackers: 3\n  progress: none\n"+job+
+			"  driver: true\n  output: "+os.DevNull+"\n  stats: "+stats+"\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "node", "--config", emb)
+		cmd.Env = append(os.Environ(), asMain+"=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("embedded speed layer: %v\n%s", err, out)
+		}
+		var e struct {
+			Completed      uint64  `json:"completed"`
+			ElapsedSeconds float64 `json:"elapsed_seconds"`
+		}
+		if data, err := os.ReadFile(stats); err != nil || json.Unmarshal(data, &e) != nil || e.Completed != orders {
+			b.Fatalf("embedded stats %s: %+v, %v", data, e, err)
+		}
+		embedded += float64(e.Completed) / e.ElapsedSeconds
+
+		ports := testserver.FreePorts(b, 4)
+		peers := fmt.Sprintf("127.0.0.1:%d, 127.0.0.1:%d, 127.0.0.1:%d", ports[0], ports[1], ports[2])
+		for m := range 3 {
+			gw := ""
+			if m == 0 {
+				gw = fmt.Sprintf("gateway:\n  address: 127.0.0.1:%d\n", ports[3])
+			}
+			path := filepath.Join(dir, fmt.Sprintf("service%d.yaml", m))
+			cfg := fmt.Sprintf("cluster:\n  name: bench\n  automanaged:\n    port: %d\n    peers: [%s]\n    refresh: 500ms\ntracker:\n  ackers: 3\n%s%s  mode: service\n",
+				ports[m], peers, gw, job)
+			if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			p, _ := startNode(b, path)
+			defer func() { _ = p.Process.Kill(); _, _ = p.Process.Wait() }()
+		}
+		status := fmt.Sprintf("http://127.0.0.1:%d/api/status", ports[3])
+		var t0 time.Time
+		var c0 uint64
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			var st gateway.Status
+			if res, err := http.Get(status); err == nil {
+				_ = json.NewDecoder(res.Body).Decode(&st)
+				res.Body.Close()
+			}
+			if st.Run != nil && t0.IsZero() && st.Run.Completed >= orders/10 {
+				t0, c0 = time.Now(), st.Run.Completed
+			}
+			if st.Run != nil && st.Run.Completed >= orders {
+				served += float64(st.Run.Completed-c0) / time.Since(t0).Seconds()
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("the service did not complete %d orders in 5 min", orders)
+			}
+		}
+	}
+	b.ReportMetric(embedded/float64(b.N), "embedded-orders/s")
+	b.ReportMetric(served/float64(b.N), "service-orders/s")
+	b.ReportMetric(served/embedded, "x-embedded")
 }
