@@ -369,15 +369,7 @@ job:
 // every message acknowledged (60 s at most).
 func waitConsumed(t *testing.T, url, consumer string) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamAt(t, url)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := js.Consumer(ctx, "ORDERS", consumer)
@@ -395,6 +387,21 @@ func waitConsumed(t *testing.T, url, consumer string) {
 	}
 }
 
+// jetStreamAt connects to the NATS server at url for the test.
+func jetStreamAt(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // publishOrders publishes the first n orders of speedlayerOrders to the
 // stream ORDERS on url, which it makes.
 func publishOrders(t *testing.T, url string, n uint64) { publishMore(t, url, 0, n) }
@@ -403,15 +410,7 @@ func publishOrders(t *testing.T, url string, n uint64) { publishMore(t, url, 0, 
 // ORDERS on url, which it makes when from is 0.
 func publishMore(t *testing.T, url string, from, to uint64) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStreamAt(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if from == 0 {
