@@ -73,7 +73,13 @@ func (s *keySketches) of(vals []string, key int, w *window.Sliding) (*keySketch,
 			return nil, fmt.Errorf("counter: tuple has %d values, a sketch is of value %d", len(vals), f)
 		}
 	}
-	if ks := s.keys[vals[key]]; ks != nil {
+	return s.keyOf(vals[key], w)
+}
+
+// keyOf returns the sketches of key, made if it is new; an error when
+// MaxSketchKeys keys have them.
+func (s *keySketches) keyOf(key string, w *window.Sliding) (*keySketch, error) {
+	if ks := s.keys[key]; ks != nil {
 		return ks, nil
 	}
 	if len(s.keys) >= s.o.MaxSketchKeys {
@@ -97,7 +103,7 @@ func (s *keySketches) of(vals []string, key int, w *window.Sliding) (*keySketch,
 			return nil, fmt.Errorf("counter: repeats: %w", err)
 		}
 	}
-	s.keys[vals[key]] = ks
+	s.keys[key] = ks
 	return ks, nil
 }
 

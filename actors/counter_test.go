@@ -2,7 +2,9 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/window"
+	"google.golang.org/protobuf/proto"
 )
 
 // update is one tuple a counter task receives.
@@ -350,5 +353,51 @@ func TestCounterSketchOptions(t *testing.T) {
 	}
 	if got := feed(t, k, []update{{"a", "x", 1, 0}}); got[0] != "fail" {
 		t.Fatalf("an update without the distinct field: %v", got)
+	}
+}
+
+// TestCounterMoves: a counter task's state handed over in parts (here
+// many small ones) to a fresh task answers every query as the original:
+// counts, sums, distinct values, repeats, whether a key saw a value, its
+// counters; and drops as duplicates the content ids the original had
+// applied. Property-tested over random streams.
+func TestCounterMoves(t *testing.T) {
+	opts := CounterOptions{Window: window.Config{Size: 5 * time.Second, Pane: time.Second}, Value: -1, ExactlyOnce: true,
+		Distinct: &DistinctOptions{Field: 1}, Repeats: &RepeatOptions{Field: 1}}
+	for seed := range uint64(10) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		from, err := NewCounter(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ups []update
+		now := int64(time.Hour)
+		for i := range 300 + rng.IntN(300) {
+			now += int64(rng.IntN(int(20 * time.Millisecond)))
+			ups = append(ups, update{fmt.Sprintf("z%d", rng.IntN(7)), fmt.Sprintf("r%d", rng.IntN(40)), uint64(i + 1), now - int64(rng.IntN(int(2*time.Second)))})
+		}
+		feed(t, from, ups)
+		to, _ := NewCounter(opts)
+		parts := 0
+		from.export(200+rng.IntN(5000), func(m *messages.CounterState) {
+			parts++
+			if err := to.adopt(m); err != nil {
+				t.Fatalf("seed %d: adopt: %v", seed, err)
+			}
+		})
+		keys := []string{"z0", "z1", "z2", "z3", "z4", "z5", "z6", "nobody"}
+		for _, seen := range []string{"r1", "r7", "r99"} {
+			q := &messages.CounterQuery{Keys: keys, Seen: seen, All: true}
+			a, b := from.Query(q), to.Query(q)
+			if !proto.Equal(a, b) {
+				t.Fatalf("seed %d (%d parts): the moved task answers\n%v\nthe original\n%v", seed, parts, b, a)
+			}
+		}
+		if got := feed(t, to, ups[len(ups)-5:]); strings.Join(got, " ") != "ack ack ack ack ack" || to.st.Duplicates != 5 {
+			t.Fatalf("seed %d: replays to the moved task: %v, %d duplicates, want 5 acks of duplicates", seed, got, to.st.Duplicates)
+		}
+		if parts < 2 {
+			t.Fatalf("seed %d: the state came in %d part", seed, parts)
+		}
 	}
 }

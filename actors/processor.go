@@ -183,7 +183,7 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 		p.col.flush()
 	}
 	if c, ok := p.user.(counted); ok {
-		c.counter().export(func(st *messages.CounterState) { p.root.Send(f.to, st) })
+		c.counter().export(counterStateBytes, func(st *messages.CounterState) { p.root.Send(f.to, st) })
 	}
 	st := &messages.ProcessorState{Finished: p.finished, Processed: p.st.Processed, Reporter: p.reporter}
 	for t := range p.drained {

@@ -973,10 +973,16 @@ type CounterState struct {
 	IdTimes []int64                `protobuf:"varint,5,rep,packed,name=id_times,json=idTimes,proto3" json:"id_times,omitempty"`
 	Ids     []uint64               `protobuf:"fixed64,6,rep,packed,name=ids,proto3" json:"ids,omitempty"`
 	// The task's counters so far (in one part only).
-	Applied       uint64 `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`
-	Duplicates    uint64 `protobuf:"varint,8,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
-	Late          uint64 `protobuf:"varint,9,opt,name=late,proto3" json:"late,omitempty"`
-	Refused       uint64 `protobuf:"varint,10,opt,name=refused,proto3" json:"refused,omitempty"`
+	Applied    uint64 `protobuf:"varint,7,opt,name=applied,proto3" json:"applied,omitempty"`
+	Duplicates uint64 `protobuf:"varint,8,opt,name=duplicates,proto3" json:"duplicates,omitempty"`
+	Late       uint64 `protobuf:"varint,9,opt,name=late,proto3" json:"late,omitempty"`
+	Refused    uint64 `protobuf:"varint,10,opt,name=refused,proto3" json:"refused,omitempty"`
+	// Its sketch columns: each key's panes of distinct values and of values
+	// seen, and the window of repeats (cells as above).
+	Sketches      []*SketchPane `protobuf:"bytes,11,rep,name=sketches,proto3" json:"sketches,omitempty"`
+	RepeatPanes   []int64       `protobuf:"varint,12,rep,packed,name=repeat_panes,json=repeatPanes,proto3" json:"repeat_panes,omitempty"`
+	RepeatKeys    []string      `protobuf:"bytes,13,rep,name=repeat_keys,json=repeatKeys,proto3" json:"repeat_keys,omitempty"`
+	RepeatCounts  []uint64      `protobuf:"varint,14,rep,packed,name=repeat_counts,json=repeatCounts,proto3" json:"repeat_counts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1081,6 +1087,105 @@ func (x *CounterState) GetRefused() uint64 {
 	return 0
 }
 
+func (x *CounterState) GetSketches() []*SketchPane {
+	if x != nil {
+		return x.Sketches
+	}
+	return nil
+}
+
+func (x *CounterState) GetRepeatPanes() []int64 {
+	if x != nil {
+		return x.RepeatPanes
+	}
+	return nil
+}
+
+func (x *CounterState) GetRepeatKeys() []string {
+	if x != nil {
+		return x.RepeatKeys
+	}
+	return nil
+}
+
+func (x *CounterState) GetRepeatCounts() []uint64 {
+	if x != nil {
+		return x.RepeatCounts
+	}
+	return nil
+}
+
+// SketchPane is one key's sketch of one pane (its first time, unix ns) as
+// a counter task moves: a HyperLogLog of its distinct values or a Bloom
+// filter of the values it saw (sketch's MarshalBinary).
+type SketchPane struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Pane          int64                  `protobuf:"varint,2,opt,name=pane,proto3" json:"pane,omitempty"`
+	Hll           []byte                 `protobuf:"bytes,3,opt,name=hll,proto3" json:"hll,omitempty"`
+	Bloom         []byte                 `protobuf:"bytes,4,opt,name=bloom,proto3" json:"bloom,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SketchPane) Reset() {
+	*x = SketchPane{}
+	mi := &file_acktor_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SketchPane) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SketchPane) ProtoMessage() {}
+
+func (x *SketchPane) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SketchPane.ProtoReflect.Descriptor instead.
+func (*SketchPane) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SketchPane) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SketchPane) GetPane() int64 {
+	if x != nil {
+		return x.Pane
+	}
+	return 0
+}
+
+func (x *SketchPane) GetHll() []byte {
+	if x != nil {
+		return x.Hll
+	}
+	return nil
+}
+
+func (x *SketchPane) GetBloom() []byte {
+	if x != nil {
+		return x.Bloom
+	}
+	return nil
+}
+
 // Drain follows the last tuple a task will ever send downstream. A processor
 // task that has drains from all its upstream tasks finishes and passes one on.
 type Drain struct {
@@ -1093,7 +1198,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1210,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1223,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{13}
+	return file_acktor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Drain) GetFromTask() uint32 {
@@ -1144,7 +1249,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1261,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1274,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{14}
+	return file_acktor_proto_rawDescGZIP(), []int{15}
 }
 
 // JobText is a member's job: the settings every member must carry alike,
@@ -1183,7 +1288,7 @@ type JobText struct {
 
 func (x *JobText) Reset() {
 	*x = JobText{}
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1300,7 @@ func (x *JobText) String() string {
 func (*JobText) ProtoMessage() {}
 
 func (x *JobText) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1313,7 @@ func (x *JobText) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobText.ProtoReflect.Descriptor instead.
 func (*JobText) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{15}
+	return file_acktor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobText) GetYaml() string {
@@ -1228,7 +1333,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1345,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1358,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{16}
+	return file_acktor_proto_rawDescGZIP(), []int{17}
 }
 
 // TaskReport is what a spout or processor task tells the reporter, now and
@@ -1284,7 +1389,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1401,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1414,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{17}
+	return file_acktor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskReport) GetTask() uint32 {
@@ -1433,7 +1538,7 @@ type AckerStatsRequest struct {
 
 func (x *AckerStatsRequest) Reset() {
 	*x = AckerStatsRequest{}
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1550,7 @@ func (x *AckerStatsRequest) String() string {
 func (*AckerStatsRequest) ProtoMessage() {}
 
 func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1563,7 @@ func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStatsRequest.ProtoReflect.Descriptor instead.
 func (*AckerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{18}
+	return file_acktor_proto_rawDescGZIP(), []int{19}
 }
 
 type AckerStats struct {
@@ -1487,7 +1592,7 @@ type AckerStats struct {
 
 func (x *AckerStats) Reset() {
 	*x = AckerStats{}
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1604,7 @@ func (x *AckerStats) String() string {
 func (*AckerStats) ProtoMessage() {}
 
 func (x *AckerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1617,7 @@ func (x *AckerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStats.ProtoReflect.Descriptor instead.
 func (*AckerStats) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{19}
+	return file_acktor_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AckerStats) GetId() string {
@@ -1659,7 +1764,7 @@ type AckerSet struct {
 
 func (x *AckerSet) Reset() {
 	*x = AckerSet{}
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1776,7 @@ func (x *AckerSet) String() string {
 func (*AckerSet) ProtoMessage() {}
 
 func (x *AckerSet) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1789,7 @@ func (x *AckerSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerSet.ProtoReflect.Descriptor instead.
 func (*AckerSet) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{20}
+	return file_acktor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AckerSet) GetVersion() uint64 {
@@ -1726,7 +1831,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1843,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1856,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{21}
+	return file_acktor_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Handover) GetSpringIds() []uint64 {
@@ -1818,7 +1923,7 @@ type CounterQuery struct {
 
 func (x *CounterQuery) Reset() {
 	*x = CounterQuery{}
-	mi := &file_acktor_proto_msgTypes[22]
+	mi := &file_acktor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +1935,7 @@ func (x *CounterQuery) String() string {
 func (*CounterQuery) ProtoMessage() {}
 
 func (x *CounterQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[22]
+	mi := &file_acktor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +1948,7 @@ func (x *CounterQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
 func (*CounterQuery) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{22}
+	return file_acktor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CounterQuery) GetKeys() []string {
@@ -1907,7 +2012,7 @@ type CounterResult struct {
 
 func (x *CounterResult) Reset() {
 	*x = CounterResult{}
-	mi := &file_acktor_proto_msgTypes[23]
+	mi := &file_acktor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2024,7 @@ func (x *CounterResult) String() string {
 func (*CounterResult) ProtoMessage() {}
 
 func (x *CounterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[23]
+	mi := &file_acktor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2037,7 @@ func (x *CounterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
 func (*CounterResult) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{23}
+	return file_acktor_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CounterResult) GetKeys() []string {
@@ -2060,7 +2165,7 @@ type MemberEvacuated struct {
 
 func (x *MemberEvacuated) Reset() {
 	*x = MemberEvacuated{}
-	mi := &file_acktor_proto_msgTypes[24]
+	mi := &file_acktor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2177,7 @@ func (x *MemberEvacuated) String() string {
 func (*MemberEvacuated) ProtoMessage() {}
 
 func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[24]
+	mi := &file_acktor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2190,7 @@ func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberEvacuated.ProtoReflect.Descriptor instead.
 func (*MemberEvacuated) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{24}
+	return file_acktor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MemberEvacuated) GetAddress() string {
@@ -2178,7 +2283,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\adrained\x18\x01 \x03(\rR\adrained\x12\x1a\n" +
 	"\bfinished\x18\x02 \x01(\bR\bfinished\x12\x1c\n" +
 	"\tprocessed\x18\x03 \x01(\x04R\tprocessed\x12'\n" +
-	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"\xf9\x01\n" +
+	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"\x92\x03\n" +
 	"\fCounterState\x12\x14\n" +
 	"\x05panes\x18\x01 \x03(\x03R\x05panes\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x16\n" +
@@ -2192,7 +2297,18 @@ const file_acktor_proto_rawDesc = "" +
 	"duplicates\x12\x12\n" +
 	"\x04late\x18\t \x01(\x04R\x04late\x12\x18\n" +
 	"\arefused\x18\n" +
-	" \x01(\x04R\arefused\"M\n" +
+	" \x01(\x04R\arefused\x12.\n" +
+	"\bsketches\x18\v \x03(\v2\x12.acktor.SketchPaneR\bsketches\x12!\n" +
+	"\frepeat_panes\x18\f \x03(\x03R\vrepeatPanes\x12\x1f\n" +
+	"\vrepeat_keys\x18\r \x03(\tR\n" +
+	"repeatKeys\x12#\n" +
+	"\rrepeat_counts\x18\x0e \x03(\x04R\frepeatCounts\"Z\n" +
+	"\n" +
+	"SketchPane\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04pane\x18\x02 \x01(\x03R\x04pane\x12\x10\n" +
+	"\x03hll\x18\x03 \x01(\fR\x03hll\x12\x14\n" +
+	"\x05bloom\x18\x04 \x01(\fR\x05bloom\"M\n" +
 	"\x05Drain\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12'\n" +
 	"\breporter\x18\x02 \x01(\v2\v.acktor.PidR\breporter\"\f\n" +
@@ -2306,7 +2422,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -2322,36 +2438,38 @@ var file_acktor_proto_goTypes = []any{
 	(*SpoutMoved)(nil),        // 11: acktor.SpoutMoved
 	(*ProcessorState)(nil),    // 12: acktor.ProcessorState
 	(*CounterState)(nil),      // 13: acktor.CounterState
-	(*Drain)(nil),             // 14: acktor.Drain
-	(*JobRequest)(nil),        // 15: acktor.JobRequest
-	(*JobText)(nil),           // 16: acktor.JobText
-	(*ProgressRequest)(nil),   // 17: acktor.ProgressRequest
-	(*TaskReport)(nil),        // 18: acktor.TaskReport
-	(*AckerStatsRequest)(nil), // 19: acktor.AckerStatsRequest
-	(*AckerStats)(nil),        // 20: acktor.AckerStats
-	(*AckerSet)(nil),          // 21: acktor.AckerSet
-	(*Handover)(nil),          // 22: acktor.Handover
-	(*CounterQuery)(nil),      // 23: acktor.CounterQuery
-	(*CounterResult)(nil),     // 24: acktor.CounterResult
-	(*MemberEvacuated)(nil),   // 25: acktor.MemberEvacuated
-	nil,                       // 26: acktor.Handover.ClientsEntry
+	(*SketchPane)(nil),        // 14: acktor.SketchPane
+	(*Drain)(nil),             // 15: acktor.Drain
+	(*JobRequest)(nil),        // 16: acktor.JobRequest
+	(*JobText)(nil),           // 17: acktor.JobText
+	(*ProgressRequest)(nil),   // 18: acktor.ProgressRequest
+	(*TaskReport)(nil),        // 19: acktor.TaskReport
+	(*AckerStatsRequest)(nil), // 20: acktor.AckerStatsRequest
+	(*AckerStats)(nil),        // 21: acktor.AckerStats
+	(*AckerSet)(nil),          // 22: acktor.AckerSet
+	(*Handover)(nil),          // 23: acktor.Handover
+	(*CounterQuery)(nil),      // 24: acktor.CounterQuery
+	(*CounterResult)(nil),     // 25: acktor.CounterResult
+	(*MemberEvacuated)(nil),   // 26: acktor.MemberEvacuated
+	nil,                       // 27: acktor.Handover.ClientsEntry
 }
 var file_acktor_proto_depIdxs = []int32{
 	8,  // 0: acktor.Track.notify:type_name -> acktor.Pid
 	0,  // 1: acktor.Failed.reason:type_name -> acktor.FailReason
 	8,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
 	10, // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
-	18, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
+	19, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
 	10, // 5: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
 	8,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
-	8,  // 7: acktor.Drain.reporter:type_name -> acktor.Pid
-	26, // 8: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
-	8,  // 9: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	14, // 7: acktor.CounterState.sketches:type_name -> acktor.SketchPane
+	8,  // 8: acktor.Drain.reporter:type_name -> acktor.Pid
+	27, // 9: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	8,  // 10: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_acktor_proto_init() }
@@ -2365,7 +2483,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,6 +1,9 @@
 package window
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Cell is one key's updates in one pane, as Export gives them and Import
 // takes them: Pane is the pane's first time, unix ns.
@@ -100,4 +103,49 @@ func (s *Seen) Export(f func(t int64, id uint64) bool) {
 			return
 		}
 	}
+}
+
+// Export calls f with every pane that has had an update since it was
+// last emptied, oldest first, and its first time, until f returns false:
+// Import of each into an empty Panes of the same Config makes the same
+// window. f must not keep or change the aggregate.
+func (w *Panes[A]) Export(f func(pane int64, a A) bool) {
+	if w.clock.span == 0 {
+		return
+	}
+	for age := int(w.clock.n) - 1; age >= 0; age-- {
+		s := w.clock.back(age)
+		if !w.dirty[s] {
+			continue
+		}
+		p := w.clock.head - int64(age)
+		t := int64(math.MinInt64)
+		if p >= math.MinInt64/w.clock.width {
+			t = p * w.clock.width
+		}
+		if !f(t, w.panes[s]) {
+			return
+		}
+	}
+}
+
+// Import merges a into the pane of time t (and the running total), moving
+// the window as Add does; ErrLate, ErrAhead or a's Merge error, and then
+// it changed nothing but the window's position.
+func (w *Panes[A]) Import(t int64, a A) error {
+	s, err := w.place(t, w)
+	if err != nil {
+		return err
+	}
+	if err := w.panes[s].Merge(a); err != nil {
+		return err
+	}
+	w.dirty[s] = true
+	if w.inv != nil {
+		if err := w.total.Merge(a); err != nil {
+			w.inv = nil
+			w.err = fmt.Errorf("window: merging an imported pane into the running total: %w", err)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package window
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -133,5 +134,72 @@ func TestExportImport(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPanesExportImport: a Panes handed over by Export and Import (in
+// either order of panes) reads as the original, total and merge, and stays
+// so under the same updates after it; for an invertible aggregate and for
+// one that is not.
+func TestPanesExportImport(t *testing.T) {
+	for seed := range uint64(30) {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		panes := 1 + rng.IntN(6)
+		cfg := Config{Size: time.Duration(panes) * time.Second, Pane: time.Second}
+		a, _ := NewPanes(cfg, newExact)
+		b, _ := NewPanes(cfg, newSeen)
+		now := int64(time.Hour)
+		add := func(ws ...any) {
+			if rng.IntN(4) == 0 {
+				now += int64(rng.IntN(2*panes+1)) * int64(time.Second) / 2
+			}
+			at := now - int64(rng.IntN(panes+1))*int64(time.Second)
+			k, v := []byte(fmt.Sprintf("k%d", rng.IntN(20))), int64(rng.IntN(9))
+			for _, w := range ws {
+				switch w := w.(type) {
+				case *Panes[*exact]:
+					_ = w.Add(at, k, v)
+				case *Panes[*seen]:
+					_ = w.Add(at, k, 0)
+				}
+			}
+		}
+		for range rng.IntN(200) {
+			add(a, b)
+		}
+		a2, _ := NewPanes(cfg, newExact)
+		b2, _ := NewPanes(cfg, newSeen)
+		type pane[A any] struct {
+			t int64
+			a A
+		}
+		var as []pane[*exact]
+		a.Export(func(t int64, x *exact) bool { as = append(as, pane[*exact]{t, x}); return true })
+		var bs []pane[*seen]
+		b.Export(func(t int64, x *seen) bool { bs = append(bs, pane[*seen]{t, x}); return true })
+		if seed%2 == 1 { // newest pane first
+			slices.Reverse(as)
+			slices.Reverse(bs)
+		}
+		for _, p := range as {
+			if err := a2.Import(p.t, p.a); err != nil {
+				t.Fatalf("seed %d: import: %v", seed, err)
+			}
+		}
+		for _, p := range bs {
+			if err := b2.Import(p.t, p.a); err != nil {
+				t.Fatalf("seed %d: import: %v", seed, err)
+			}
+		}
+		for i := range 100 {
+			ta, _ := a.Total()
+			ta2, _ := a2.Total()
+			mb, mb2 := newSeen(), newSeen()
+			_, _ = b.MergeInto(mb), b2.MergeInto(mb2)
+			if !maps.Equal(ta.m, ta2.m) || !maps.Equal(mb.m, mb2.m) {
+				t.Fatalf("seed %d, update %d after the move: totals %v / %v, merges %v / %v", seed, i, ta.m, ta2.m, mb.m, mb2.m)
+			}
+			add(a, a2, b, b2)
+		}
 	}
 }

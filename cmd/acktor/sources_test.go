@@ -316,10 +316,18 @@ job:
 		t.Helper()
 		truth := speedlayer.Truth(speedlayerOrders, int64(orders))
 		for _, i := range live {
-			zones := waitZones(t, "http://"+gateways[i], orders)
+			zones, a := waitZones(t, "http://"+gateways[i], orders)
 			for zone, want := range truth {
 				if got := zones[zone]; got.Count != want.Orders || uint64(got.Sum) != want.Fares {
 					t.Errorf("%s, gateway %d: %s: %d orders, %d fares; truth %d, %d", when, i, zone, got.Count, got.Sum, want.Orders, want.Fares)
+				}
+				// The sketch columns move too: distinct riders within the
+				// HyperLogLog's error, repeats within Bloom's false positives.
+				if d := a.Distinct[zone]; math.Abs(float64(d)-float64(want.Distinct)) > 0.05*float64(want.Distinct)+2 {
+					t.Errorf("%s, gateway %d: %s: %d distinct riders, truth %d", when, i, zone, d, want.Distinct)
+				}
+				if r := a.Repeats[zone]; r < want.Repeats || float64(r) > float64(want.Repeats)*1.03+3 {
+					t.Errorf("%s, gateway %d: %s: %d repeat riders, truth %d", when, i, zone, r, want.Repeats)
 				}
 			}
 		}
@@ -432,7 +440,7 @@ func publishMore(t *testing.T, url string, from, to uint64) {
 
 // waitZones asks the gateway at base for the zones until they hold n
 // orders (60 s at most), and returns them by zone.
-func waitZones(t *testing.T, base string, n uint64) map[string]window.Entry {
+func waitZones(t *testing.T, base string, n uint64) (map[string]window.Entry, *gateway.CounterAnswer) {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		var a gateway.CounterAnswer
@@ -444,7 +452,7 @@ func waitZones(t *testing.T, base string, n uint64) map[string]window.Entry {
 				zones[e.Key], total = e, total+e.Count
 			}
 			if err == nil && total >= n {
-				return zones
+				return zones, &a
 			}
 		}
 		if time.Now().After(deadline) {
@@ -491,14 +499,14 @@ func TestNodeOtherJob(t *testing.T) {
 	}
 	startNode(t, write(0, 4))
 	base := "http://" + fmt.Sprintf("127.0.0.1:%d", ports[2])
-	waitZones(t, base, 100)
+	_, _ = waitZones(t, base, 100)
 	err := acktor(t, "node", "--config", write(1, 3))
 	var ee *exitError
 	if err == nil || !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "job.counters: 3 here, 4 on member 127.0.0.1:") {
 		t.Fatalf("the member with another job: %v, want exit 2 naming job.counters and the member", err)
 	}
-	before := total(waitZones(t, base, 100))
-	waitZones(t, base, before+500) // the service goes on, all its counters with it
+	zones, _ := waitZones(t, base, 100)
+	_, _ = waitZones(t, base, total(zones)+500) // the service goes on, all its counters with it
 }
 
 func total(zones map[string]window.Entry) uint64 {
