@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/acktor/acktor/messages"
@@ -8,8 +9,9 @@ import (
 )
 
 // counterStateBytes bounds one CounterState, roughly, so that a big window
-// moves in messages far below gRPC's 4 MiB limit.
-const counterStateBytes = 1 << 20
+// moves in messages far below what a member takes in one gRPC message
+// (cluster.MaxRemoteMessage), the parts one at a time.
+const counterStateBytes = 256 << 10
 
 // counted is what a counter task's user code is: a *Counter, or a wrapper
 // that embeds one (the method is promoted).
@@ -56,6 +58,7 @@ func (k *Counter) export(limit int, send func(*messages.CounterState)) {
 	if k.sk != nil {
 		k.sk.export(p)
 	}
+	p.part.Last = true
 	p.flush()
 }
 
@@ -96,8 +99,8 @@ func (s *keySketches) export(p *parts) {
 
 // adopt adds a part of the state of the task's earlier activation to this
 // one's: cells, ids and sketch panes add up (merge), so parts and updates
-// may come in any order. What the window refuses (a pane it has moved
-// past) is dropped; the first refusal is the error.
+// may come in any order. A cell of a pane the window has moved past counts
+// as late; any other refusal drops the cell, the first being the error.
 func (k *Counter) adopt(m *messages.CounterState) error {
 	n, r := len(m.Keys), len(m.RepeatKeys)
 	if len(m.Panes) != n || len(m.Counts) != n || len(m.Sums) != n || len(m.IdTimes) != len(m.Ids) ||
@@ -116,7 +119,12 @@ func (k *Counter) adopt(m *messages.CounterState) error {
 		}
 	}
 	for i, key := range m.Keys {
-		if err := k.w.Import(window.Cell{Pane: m.Panes[i], Key: key, Value: window.Value{Count: m.Counts[i], Sum: m.Sums[i]}}); err != nil {
+		err := k.w.Import(window.Cell{Pane: m.Panes[i], Key: key, Value: window.Value{Count: m.Counts[i], Sum: m.Sums[i]}})
+		if errors.Is(err, window.ErrLate) {
+			k.st.Late += m.Counts[i] // the window moved past its pane meanwhile
+			continue
+		}
+		if err != nil {
 			keep(fmt.Errorf("counter: taking over key %q: %w", key, err))
 		}
 	}

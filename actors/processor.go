@@ -35,6 +35,12 @@ type processorTask struct {
 	fwd        *forwarder    // set once the task moved to another member
 	reporter   *messages.Pid // the run's, as drains name it
 
+	// awaiting: the task was activated to take over a moved counter's
+	// state, which has not all come yet; its input waits in held, so that
+	// no update is applied before the exactly-once ids it may repeat.
+	awaiting bool
+	held     []any
+
 	// reuse is set when user keeps no tuple past Process (a Reuser, or the
 	// runtime's own Counter): its batches, once every tuple is done, and
 	// its tuples' array (ts) are then reused.
@@ -47,9 +53,26 @@ func (p *processorTask) Receive(ctx actor.Context) {
 	if p.fwd.pass(ctx) {
 		return
 	}
+	if p.awaiting {
+		switch ctx.Message().(type) {
+		case *messages.TupleBatch, *messages.Drain:
+			p.held = append(p.held, ctx.Message())
+			return
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		p.init(ctx, m)
+	case *grain.Incoming:
+		if _, ok := p.user.(counted); ok && !p.awaiting {
+			p.awaiting = true
+			scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(MoveGrace, ctx.Self(), &stateLate{})
+		}
+	case *stateLate:
+		if p.awaiting {
+			p.env.log.Warnf("counter %s/%d: the moved task's state did not all come in %v; going on without the rest", p.info.Component, p.info.Index, MoveGrace)
+			p.release()
+		}
 	case *actor.Terminated:
 		p.res.forget(m.Who)
 	case *messages.AckerSet:
@@ -69,6 +92,12 @@ func (p *processorTask) Receive(ctx actor.Context) {
 			if err := c.counter().adopt(m); err != nil {
 				p.env.log.WithError(err).Warnf("counter %s/%d: taking over its window", p.info.Component, p.info.Index)
 			}
+		}
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.CounterState{}) // the part is in: send the next
+		}
+		if m.Last && p.awaiting {
+			p.release()
 		}
 	case *flushAcks:
 		p.ackTimer = false
@@ -182,8 +211,12 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 	if p.col != nil {
 		p.col.flush()
 	}
-	if c, ok := p.user.(counted); ok {
-		c.counter().export(counterStateBytes, func(st *messages.CounterState) { p.root.Send(f.to, st) })
+	if c, ok := p.user.(counted); ok { // one part at a time: a remote batch carries at most one
+		c.counter().export(counterStateBytes, func(st *messages.CounterState) {
+			if _, err := p.root.RequestFuture(f.to, st, 10*time.Second).Result(); err != nil {
+				p.env.log.WithError(err).Errorf("counter %s/%d: handing its window to its new member", p.info.Component, p.info.Index)
+			}
+		})
 	}
 	st := &messages.ProcessorState{Finished: p.finished, Processed: p.st.Processed, Reporter: p.reporter}
 	for t := range p.drained {
@@ -209,6 +242,25 @@ func (p *processorTask) adopt(m *messages.ProcessorState) {
 	}
 	for _, t := range m.Drained {
 		p.drain(&messages.Drain{FromTask: t, Reporter: m.Reporter})
+	}
+}
+
+// stateLate ends the wait for a moved counter's state.
+type stateLate struct{}
+
+// release handles, in order, the input held while the task awaited its
+// moved state.
+func (p *processorTask) release() {
+	p.awaiting = false
+	held := p.held
+	p.held = nil
+	for _, m := range held {
+		switch m := m.(type) {
+		case *messages.TupleBatch:
+			p.batch(m)
+		case *messages.Drain:
+			p.drain(m)
+		}
 	}
 }
 

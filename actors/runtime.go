@@ -507,8 +507,8 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	st := &RunStats{Progress: rep.progress()}
 	st.Elapsed = time.Since(start)
 	ackers, err := rt.Ackers(c)
-	if err != nil {
-		return nil, fmt.Errorf("run: %w", err)
+	if err != nil { // the roots are all done: the stats of the ackers that answered will do
+		e.log.WithError(err).Warn("run: acker stats")
 	}
 	st.Ackers = ackers
 	for _, comp := range e.topo.Components {
@@ -567,11 +567,11 @@ func (rt *Runtime) startSpout(c *cluster.Cluster, rep *reporter, task uint32, re
 // Run returns as for a finite input. It is how a batch job over a source
 // that never ends by itself (a broker, the ingest log) is stopped.
 func (rt *Runtime) StopSources(c *cluster.Cluster) error {
+	rt.stopping.Store(true) // a run about to start its spout tasks starts them stopped
 	rep, pid := rt.run.Load(), rt.env.reporter.Load()
 	if rep == nil || pid == nil {
 		return errors.New("stop sources: no run under way")
 	}
-	rt.stopping.Store(true)
 	return rt.startSpouts(c, rep, &messages.Pid{Address: pid.Address, Id: pid.Id})
 }
 
@@ -714,6 +714,19 @@ func (r *reporter) isDone(task uint32) bool {
 func (r *reporter) err() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.errLocked()
+}
+
+// takeErr is err, forgetting the errors: a service logs them and goes on.
+func (r *reporter) takeErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err := r.errLocked()
+	clear(r.errs)
+	return err
+}
+
+func (r *reporter) errLocked() error {
 	if len(r.errs) == 0 {
 		return nil
 	}

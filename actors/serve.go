@@ -38,7 +38,10 @@ const serveEvery = time.Second
 // member, and announces the acker set after membership changes. A member
 // that stops leading stops doing so, but still restarts the tasks that
 // hand it their state as they move (a lead that leaves the cluster moves
-// its tasks before it stops serving). A runtime serves once, or runs once.
+// its tasks before it stops serving). A task's error (a source that
+// broke, a panic in user code) is logged, and a spout task so ended starts
+// afresh at the lead's next round; the service goes on. A runtime serves
+// once, or runs once.
 func (rt *Runtime) Serve(ctx context.Context, c *cluster.Cluster, leader func() string) error {
 	if !rt.ran.CompareAndSwap(false, true) {
 		return errors.New("serve: this runtime has run already; make a new one")
@@ -92,8 +95,8 @@ func (rt *Runtime) Serve(ctx context.Context, c *cluster.Cluster, leader func() 
 			started = time.Now()
 		}
 		leading = now
-		if err := rep.err(); err != nil {
-			return fmt.Errorf("serve: %w", err)
+		if err := rep.takeErr(); err != nil { // a spout task that failed starts again at the next round
+			e.log.WithError(err).Error("serve: a task failed; it starts afresh")
 		}
 	}
 }

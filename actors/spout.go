@@ -76,6 +76,10 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		s.res.forget(m.Who)
 	case *messages.StartSpout:
+		if s.started && s.finished && s.st.Error != "" { // it broke: a service's lead starts it afresh
+			ctx.Stop(ctx.Self())
+			return
+		}
 		s.start(m)
 	case *pull:
 		s.pulling = false
@@ -266,7 +270,7 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 		if m.Reporter != nil { // a service's lead changed: report there
 			s.reporter = pidOf(m.Reporter)
 		}
-		if m.Stop && !s.finished && !s.core.Ended() { // the run ends: read no more
+		if m.Stop && !s.finished { // the run ends: read no more, and no redelivery reopens it
 			s.core.End(true)
 			s.refill()
 		}
@@ -290,12 +294,15 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	if m.State != nil {
 		s.restore(m.State)
 	}
+	if m.Stop { // before what was held settles: that reads nothing more either
+		s.core.End(true)
+	}
 	_, redelivers := src.(source.Redeliverer)
 	if s.settled = s.core.Start(redelivers, s.settled[:0]); len(s.settled) > 0 {
 		s.settle()
 	}
-	if m.Stop {
-		s.core.End(true)
+	if s.finished {
+		return
 	}
 	every := min(s.env.cfg.ReportEvery, s.env.cfg.Timeout/4)
 	s.cancel = scheduler.NewTimerScheduler(s.root).SendRepeatedly(every, every, s.self, &spoutTick{})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -151,6 +152,10 @@ func (e EtcdConfig) validate() error {
 	return nil
 }
 
+// MaxRemoteMessage is the largest gRPC message a member takes from
+// another (one batch of the remote's endpoint writer).
+const MaxRemoteMessage = 64 << 20
+
 // StartNode joins (or founds) the cluster cfg describes as a member hosting
 // kinds. Proto.Actor logs through log.
 func StartNode(cfg Config, kinds []*pcluster.Kind, log *logrus.Logger) (*Node, error) {
@@ -212,6 +217,10 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	if cfg.AdvertisedHost != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.AdvertisedHost))
 	}
+	// A batch of the endpoint writer (up to 1000 messages) may carry a
+	// moving counter's state part beside many tuple batches: more than
+	// gRPC's default 4 MiB.
+	ropts = append(ropts, remote.WithServerOptions(grpc.MaxRecvMsgSize(MaxRemoteMessage)))
 	rcfg := remote.Configure(cfg.Host, cfg.Port, ropts...)
 	// Each retry to reach a dead member waits 2 s; the default 5 held a
 	// leaving member up to 10 s after its run had ended.

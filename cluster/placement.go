@@ -249,6 +249,9 @@ func (a *placementActor) activate(ctx actor.Context, m *pcluster.ActivationReque
 		ctx.Forward(actor.NewPID(g.movedTo, placementActorName))
 		return
 	case ok:
+		if m.RequestId == grain.MovedRequest { // activated by another's request first: the state still follows
+			ctx.Send(g.pid, &grain.Incoming{})
+		}
 		ctx.Respond(&pcluster.ActivationResponse{Pid: g.pid})
 		return
 	case a.leaving != nil:
@@ -264,6 +267,9 @@ func (a *placementActor) activate(ctx actor.Context, m *pcluster.ActivationReque
 		return
 	}
 	pid := ctx.SpawnPrefix(pcluster.WithClusterIdentity(kind.Props, m.ClusterIdentity), m.ClusterIdentity.Identity)
+	if m.RequestId == grain.MovedRequest { // before anyone has its PID: the grain's first message
+		ctx.Send(pid, &grain.Incoming{})
+	}
 	kind.Inc()
 	a.grains[key] = placed{id: m.ClusterIdentity, pid: pid}
 	ctx.Respond(&pcluster.ActivationResponse{Pid: pid})
@@ -302,7 +308,7 @@ func (a *placementActor) move(ctx actor.Context, key string, g placed, owner str
 	root, id := a.p.c.ActorSystem.Root, g.id
 	activate := func() (*actor.PID, error) {
 		res, err := root.RequestFuture(actor.NewPID(owner, placementActorName),
-			&pcluster.ActivationRequest{ClusterIdentity: id}, 5*time.Second).Result()
+			&pcluster.ActivationRequest{ClusterIdentity: id, RequestId: grain.MovedRequest}, 5*time.Second).Result()
 		if err != nil {
 			return nil, err
 		}

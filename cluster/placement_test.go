@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/acktor/acktor/cluster/grain"
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
@@ -136,4 +138,85 @@ func TestPlacementLive(t *testing.T) {
 	if len(hosts) != 3 {
 		t.Fatalf("60 grains on %d members: %v", len(hosts), hosts)
 	}
+}
+
+// probe records the first message each activation hears besides its
+// start, and moves by activating its successor and sending it "state".
+type probe struct {
+	first *sync.Map // address/id → message type
+	heard bool
+}
+
+func (p *probe) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started, *pcluster.ClusterInit, *actor.Stopping, *actor.Stopped:
+		return
+	case *grain.Moved:
+		if pid, err := m.Activate(); err == nil {
+			ctx.Send(pid, &pcluster.ClusterIdentity{Identity: "state"})
+		}
+		if m.Done != nil {
+			m.Done()
+		}
+		return
+	}
+	if !p.heard {
+		p.heard = true
+		p.first.Store(ctx.Self().Address+"/"+ctx.Self().Id, fmt.Sprintf("%T", ctx.Message()))
+	}
+	if _, ok := ctx.Message().(*pcluster.ClusterIdentity); ok && ctx.Sender() != nil {
+		ctx.Respond(&pcluster.ClusterIdentity{Identity: ctx.Self().Address})
+	}
+}
+
+// TestPlacementMovedGrainHearsIncomingFirst: a grain activated to take
+// over a moved one hears grain.Incoming before anything else (before any
+// member has its PID), so that it can hold its input until the old
+// activation's state is in; a grain activated by a call does not.
+func TestPlacementMovedGrainHearsIncomingFirst(t *testing.T) {
+	agent := test.NewInMemAgent()
+	var first sync.Map
+	start := func() *pcluster.Cluster {
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.NewTextHandler(io.Discard, nil))
+		}))
+		c := pcluster.New(sys, pcluster.Configure("p", test.NewTestProvider(agent), Placement(),
+			remote.Configure("127.0.0.1", 0), pcluster.WithKinds(pcluster.NewKind("probe", actor.PropsFromProducer(func() actor.Actor { return &probe{first: &first} })))))
+		c.StartMember()
+		t.Cleanup(func() { c.Shutdown(false) })
+		return c
+	}
+	a, _ := start(), start()
+	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("members did not see each other")
+		}
+	}
+	for n := range 60 {
+		if _, err := a.Request(fmt.Sprintf("g/%d", n), "probe", &pcluster.ClusterIdentity{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joiner := start()
+	moved := 0
+	for deadline := time.Now().Add(10 * time.Second); moved == 0 || time.Now().Before(deadline.Add(-8*time.Second)); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no grain moved to the member that joined")
+		}
+		moved = 0
+		first.Range(func(k, v any) bool {
+			if strings.HasPrefix(k.(string), joiner.ActorSystem.Address()+"/") {
+				moved++
+			}
+			return true
+		})
+	}
+	first.Range(func(k, v any) bool {
+		onJoiner := strings.HasPrefix(k.(string), joiner.ActorSystem.Address()+"/")
+		if want := map[bool]string{true: "*grain.Incoming", false: "*cluster.ClusterIdentity"}[onJoiner]; v != want {
+			t.Errorf("%s heard %s first, want %s", k, v, want)
+		}
+		return true
+	})
+	t.Logf("%d of 60 grains moved to the member that joined", moved)
 }

@@ -243,14 +243,19 @@ func writeAtomic(path string, write func(io.Writer) error) error {
 }
 
 // checkWritable finds out now, not after the run, that path cannot be
-// written (its contents stay); "" and "-" are stdout.
+// written as writeAtomic writes it (a file made beside it, renamed over
+// it); it changes nothing. "" and "-" are stdout.
 func checkWritable(path string) error {
 	if path == "" || path == "-" {
 		return nil
 	}
-	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s: is a directory", path)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	return fh.Close()
+	_ = tmp.Close()
+	return os.Remove(tmp.Name())
 }

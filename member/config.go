@@ -362,6 +362,8 @@ func (c Config) Validate() error {
 		return setting("tracker.progress", " %q: want auto, bar, log or none", c.Tracker.Progress)
 	}
 	switch {
+	case c.Cluster.Provider == "embedded" && c.Job.Members != 1:
+		return setting("job.members", " %d: want 1 with cluster.provider embedded (a cluster of this process alone)", c.Job.Members)
 	case c.Ingest.Dir != "" && c.Gateway.Address == "":
 		return setting("ingest.dir", ": set, but gateway.address is empty; the gateway serves the ingest endpoints")
 	case c.Tracker.WaitMembers <= 0:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -27,10 +28,22 @@ func (c Config) sharedText() string {
 	t.Progress, t.WaitMembers = "", 0
 	j.Driver, j.Members, j.Output, j.Stats = false, 0, "", ""
 	j.Kafka.SASL.Password, j.JetStream.Password = "", ""
+	// The topology's own settings as values, not as the file spelled them
+	// (comments, quotes, styles).
+	options := map[string]any{}
+	for k, n := range j.Options {
+		var v any
+		if err := n.Decode(&v); err != nil {
+			v = n.Value
+		}
+		options[k] = v
+	}
+	j.Options = nil
 	b, err := yaml.Marshal(struct {
-		Tracker TrackerConfig `yaml:"tracker"`
-		Job     JobConfig     `yaml:"job"`
-	}{t, j})
+		Tracker TrackerConfig  `yaml:"tracker"`
+		Job     JobConfig      `yaml:"job"`
+		Options map[string]any `yaml:"options"`
+	}{t, j, options})
 	if err != nil { // plain values: cannot fail
 		return fmt.Sprint(t, j)
 	}
@@ -114,8 +127,9 @@ func jobDiff(c *pcluster.Cluster, addr, text string) error {
 	_ = yaml.Unmarshal([]byte(jt.Yaml), &theirs)
 	key, here, there := firstDiff(mine, theirs, "")
 	if key == "" {
-		key = "job"
+		return setting("job", ": member %s carries another job, though no setting differs here from there (another version of acktor?)", addr)
 	}
+	key = strings.Replace(key, "options.", "job.", 1) // the topology's settings are job keys
 	return setting(key, ": %v here, %v on member %s; every member must carry the same job and tracker settings", here, there, addr)
 }
 

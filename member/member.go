@@ -161,7 +161,7 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 		log.Info("member: left")
 		return nil
 	}
-	if err := waitMembers(ctx, node, cfg.Job.Members, cfg.Tracker.WaitMembers); err != nil {
+	if err := waitMembers(ctx, node, cfg.Cluster.Job, cfg.Job.Members, cfg.Tracker.WaitMembers); err != nil {
 		if lost := expelled(); lost != nil {
 			err = lost
 		}
@@ -316,6 +316,9 @@ func newBatch(cfg Config, topo Topology, in *ingestRun, log *logrus.Logger) (*ba
 		}
 		endless = !cfg.Job.JetStream.StopAtEnd
 	case "generator":
+		if topo.Generate != nil && cfg.Job.EventStep != 0 {
+			return nil, setting("job.event_step", ": topology %s generates its own stream, with its own times", topo.Name)
+		}
 		if topo.Generate == nil {
 			src, err = sourceOf(cfg)
 		} else if src, err = topo.Generate(j, cfg.Job.Lines); err != nil {
@@ -498,19 +501,25 @@ func watchSignals(log logrus.FieldLogger, stop, abort func(), done <-chan struct
 	}()
 }
 
-// waitMembers waits until the cluster has n members.
-func waitMembers(ctx context.Context, node *cluster.Node, n int, wait time.Duration) error {
+// waitMembers waits until the cluster has n members that carry job (any,
+// if job is "").
+func waitMembers(ctx context.Context, node *cluster.Node, job string, n int, wait time.Duration) error {
 	if n <= 1 {
 		return nil
 	}
 	deadline := time.Now().Add(wait)
 	for {
-		have := node.Cluster.MemberList.Members().Len()
+		have := 0
+		for _, m := range node.Cluster.MemberList.Members().Members() {
+			if job == "" || cluster.JobOf(m) == job {
+				have++
+			}
+		}
 		if have >= n {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("job.members: %d members after %v, want %d", have, wait, n)
+			return fmt.Errorf("job.members: %d members with this job after %v, want %d", have, wait, n)
 		}
 		select {
 		case <-ctx.Done():

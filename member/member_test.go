@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/acktor/acktor/actors"
 	"github.com/acktor/acktor/gateway"
@@ -237,5 +238,36 @@ func TestRunService(t *testing.T) {
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSharedText: what members compare is the settings' values, not how a
+// file spells them (comments, quotes), and not a member's own settings.
+func TestSharedText(t *testing.T) {
+	with := func(value string, own bool) string {
+		cfg := Default()
+		cfg.Job.Input = "in.txt"
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte("min: "+value), &doc); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Job.Options = map[string]yaml.Node{"min": *doc.Content[0].Content[1]}
+		if own {
+			cfg.Job.Driver, cfg.Job.Output, cfg.Tracker.Progress = true, "out.tsv", "bar"
+		}
+		return cfg.sharedText()
+	}
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{"3", "3 # words", true},
+		{"'x'", `"x"`, true},
+		{"3", "4", false},
+		{"3", `"3"`, false}, // a number and a string
+	} {
+		if got := with(tc.a, false) == with(tc.b, true); got != tc.same {
+			t.Errorf("min: %s and min: %s compare equal %v, want %v", tc.a, tc.b, got, tc.same)
+		}
 	}
 }

@@ -983,6 +983,7 @@ type CounterState struct {
 	RepeatPanes   []int64       `protobuf:"varint,12,rep,packed,name=repeat_panes,json=repeatPanes,proto3" json:"repeat_panes,omitempty"`
 	RepeatKeys    []string      `protobuf:"bytes,13,rep,name=repeat_keys,json=repeatKeys,proto3" json:"repeat_keys,omitempty"`
 	RepeatCounts  []uint64      `protobuf:"varint,14,rep,packed,name=repeat_counts,json=repeatCounts,proto3" json:"repeat_counts,omitempty"`
+	Last          bool          `protobuf:"varint,15,opt,name=last,proto3" json:"last,omitempty"` // the last part: the new activation has it all
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1113,6 +1114,13 @@ func (x *CounterState) GetRepeatCounts() []uint64 {
 		return x.RepeatCounts
 	}
 	return nil
+}
+
+func (x *CounterState) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
 }
 
 // SketchPane is one key's sketch of one pane (its first time, unix ns) as
@@ -2283,7 +2291,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\adrained\x18\x01 \x03(\rR\adrained\x12\x1a\n" +
 	"\bfinished\x18\x02 \x01(\bR\bfinished\x12\x1c\n" +
 	"\tprocessed\x18\x03 \x01(\x04R\tprocessed\x12'\n" +
-	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"\x92\x03\n" +
+	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"\xa6\x03\n" +
 	"\fCounterState\x12\x14\n" +
 	"\x05panes\x18\x01 \x03(\x03R\x05panes\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x16\n" +
@@ -2302,7 +2310,8 @@ const file_acktor_proto_rawDesc = "" +
 	"\frepeat_panes\x18\f \x03(\x03R\vrepeatPanes\x12\x1f\n" +
 	"\vrepeat_keys\x18\r \x03(\tR\n" +
 	"repeatKeys\x12#\n" +
-	"\rrepeat_counts\x18\x0e \x03(\x04R\frepeatCounts\"Z\n" +
+	"\rrepeat_counts\x18\x0e \x03(\x04R\frepeatCounts\x12\x12\n" +
+	"\x04last\x18\x0f \x01(\bR\x04last\"Z\n" +
 	"\n" +
 	"SketchPane\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +

@@ -17,3 +17,14 @@ type Moved struct {
 	Activate func() (*actor.PID, error)
 	Done     func()
 }
+
+// Incoming is the first message of a grain activated to take over from a
+// moved one (Moved.Activate): the old activation's state follows. A grain
+// whose state must not mix with what arrives before it (a counter's
+// exactly-once ids) holds its input until the state is in.
+type Incoming struct{}
+
+// MovedRequest marks the activation request of Moved.Activate
+// (cluster.ActivationRequest.RequestId), so that the new owner's
+// placement sends the grain Incoming first.
+const MovedRequest = "moved"
