@@ -271,3 +271,25 @@ func TestSharedText(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleConfigs: every member config the repository ships loads and
+// validates as it is.
+func TestExampleConfigs(t *testing.T) {
+	paths, err := filepath.Glob("../examples/*/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range paths {
+		if filepath.Base(p) == "client.yaml" { // a remote client's, not a member's
+			continue
+		}
+		n++
+		if _, err := Load(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if n < 8 {
+		t.Fatalf("%d member configs found under examples/, want at least 8", n)
+	}
+}
