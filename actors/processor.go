@@ -364,5 +364,26 @@ func (p *processorTask) toAcker(acker int, m any) {
 		p.root.Send(pid, m)
 		return
 	}
-	p.env.log.Errorf("processor %s: no member hosts %s; its roots will time out", p.info.Component, tracker.AckerIdentity(acker))
+	// The roots' records will never hear of these tuples: fail them at
+	// their spout tasks now rather than after the timeout.
+	var ids []uint64
+	switch m := m.(type) {
+	case *messages.AckBatch:
+		ids = m.SpringIds
+	case *messages.FailRoot:
+		ids = m.SpringIds
+	}
+	p.env.log.Errorf("processor %s: no member hosts %s; failing its %d roots at their spout tasks", p.info.Component, tracker.AckerIdentity(acker), len(ids))
+	by := map[uint32][]uint64{}
+	for _, id := range ids {
+		by[tracker.TaskOf(id)] = append(by[tracker.TaskOf(id)], id)
+	}
+	for task, ids := range by {
+		if int(task) >= p.env.topo.Tasks() || !p.env.topo.tasks[task].Spout {
+			continue // a remote client's: it times out there
+		}
+		if pid := p.res.get(KindSpout, p.env.topo.identity(task)); pid != nil {
+			p.root.Send(pid, &messages.Failed{SpringIds: ids})
+		}
+	}
 }

@@ -255,31 +255,50 @@ const finalQueryWithin = 30 * time.Second
 // same.
 func (rt *Runtime) Ackers(c *cluster.Cluster) ([]AckerStats, error) {
 	n := int(rt.env.maxAckers.Load())
-	out := make([]AckerStats, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
+	type answer struct {
+		i   int
+		a   AckerStats
+		err error
+	}
+	answers := make(chan answer, n) // a late answer lands here, unread
 	for i := range n {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			// The lookup of a grain whose member just died may wait for its
+			// own timeout before the request starts: the wait below bounds both.
 			res, err := c.Request(tracker.AckerIdentity(i), KindAcker, &messages.AckerStatsRequest{}, cluster.WithTimeout(askWithin))
 			a, ok := res.(*messages.AckerStats)
 			switch {
 			case err != nil:
-				errs[i] = fmt.Errorf("stats of %s: %w", tracker.AckerIdentity(i), err)
+				answers <- answer{i: i, err: fmt.Errorf("stats of %s: %w", tracker.AckerIdentity(i), err)}
 			case !ok:
-				errs[i] = fmt.Errorf("stats of %s: unexpected %T", tracker.AckerIdentity(i), res)
+				answers <- answer{i: i, err: fmt.Errorf("stats of %s: unexpected %T", tracker.AckerIdentity(i), res)}
 			default:
-				out[i] = AckerStats{ID: a.Id, Member: a.Member, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
+				answers <- answer{i: i, a: AckerStats{ID: a.Id, Member: a.Member, Tracked: a.Tracked, InFlight: a.InFlight, PeakInFlight: a.PeakInFlight,
 					Completed: a.Completed, Failed: a.Failed, Expired: a.Expired, Orphaned: a.Orphaned, Bytes: a.Bytes,
 					HandedOver: a.HandedOver, Adopted: a.Adopted, Forwarded: a.Forwarded,
-					BadMessages: a.BadMessages, Rejected: a.Rejected, Dropped: a.Dropped, ClientsRefused: a.ClientsRefused}
+					BadMessages: a.BadMessages, Rejected: a.Rejected, Dropped: a.Dropped, ClientsRefused: a.ClientsRefused}}
 			}
 		}()
 	}
-	wg.Wait()
+	out := make([]AckerStats, n)
+	errs := make([]error, n)
+	got := make([]bool, n)
+	deadline := time.NewTimer(askWithin)
+	defer deadline.Stop()
+wait:
+	for range n {
+		select {
+		case a := <-answers:
+			out[a.i], errs[a.i], got[a.i] = a.a, a.err, true
+		case <-deadline.C:
+			break wait
+		}
+	}
 	answered := out[:0]
 	for i, a := range out {
+		if !got[i] {
+			errs[i] = fmt.Errorf("stats of %s: no answer in %v", tracker.AckerIdentity(i), askWithin)
+		}
 		if errs[i] == nil {
 			answered = append(answered, a)
 		}

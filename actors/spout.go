@@ -52,6 +52,10 @@ type spoutTask struct {
 	latSum   uint64            // µs, the sum of what lat counts
 	settled  []tracker.Settled // scratch of the core's answers
 	fwd      *forwarder        // set once the task moved to another member
+	// unsubscribe ends the task's watch on the membership: a member that
+	// dies fails the roots in flight (memberDied).
+	unsubscribe func()
+	deaths      map[string]bool // the members whose death failed the roots already
 	// scope is what root content ids derive from besides the root's id:
 	// the task, or for a source with GlobalIDs its component's first task,
 	// the same whichever task a broker hands the root to.
@@ -100,7 +104,13 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 		s.step(m)
 	case *grain.Moved:
 		s.move(ctx, m)
+	case *memberDied:
+		s.died(m)
 	case *actor.Stopping, *actor.Restarting:
+		if s.unsubscribe != nil {
+			s.unsubscribe()
+			s.unsubscribe = nil
+		}
 		if s.cancel != nil {
 			s.cancel()
 		}
@@ -146,6 +156,52 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 		Draw: randomSeq, Track: s.env.recycle.track})
 	s.st.Task = task
 	s.col = newCollector(s.env, task, s.sendTuples, nil, nil)
+	c, self, root := m.Cluster, ctx.Self(), ctx.ActorSystem().Root
+	deaths, ok := c.IdentityLookup.(grain.Deaths)
+	if !ok {
+		return // a placement that tells no deaths: the deadlines catch what they cause
+	}
+	if died := deaths.LastDeath(); !died.IsZero() && time.Since(died) < deathSettles {
+		// Started again after a member died, maybe in its place: the
+		// members may not all know yet.
+		s.core.Shorten(s.env.now().Add(deathSettles-time.Since(died)).UnixNano(), int64(undeliveredRetry))
+	}
+	sub := c.ActorSystem.EventStream.Subscribe(func(evt any) {
+		t, ok := evt.(*cluster.ClusterTopology)
+		if !ok {
+			return
+		}
+		for _, gone := range t.Left {
+			if deaths.Died(gone.Address()) {
+				root.Send(self, &memberDied{addr: gone.Address()})
+			}
+		}
+	})
+	s.unsubscribe = func() { c.ActorSystem.EventStream.Unsubscribe(sub) }
+}
+
+// memberDied tells a spout task that a member died (left without handing
+// its grains over).
+type memberDied struct{ addr string }
+
+// died fails every root in flight when a member died: its ackers' records
+// and the tuples at its processors are gone, and the roots they held would
+// otherwise wait for their deadline (a timeout's length of nothing).
+func (s *spoutTask) died(m *memberDied) {
+	if s.core == nil || !s.core.Started() || s.finished || s.deaths[m.addr] {
+		return // (a moved task's old activation passes on what its new one hears too)
+	}
+	now := s.env.now()
+	s.core.Shorten(now.Add(deathSettles).UnixNano(), int64(undeliveredRetry))
+	if s.deaths == nil {
+		s.deaths = map[string]bool{}
+	}
+	s.deaths[m.addr] = true
+	n := s.core.Len()
+	s.settled = s.core.FailAll(fmt.Sprintf("member %s died", m.addr), s.settled[:0])
+	s.env.log.Warnf("spout %s/%d: member %s died; replaying the %d roots in flight now, not at their deadline", s.info.Component, s.info.Index, m.addr, n)
+	s.settle()
+	s.flush()
 }
 
 // move hands the task's state to the run's reporter, which starts the
@@ -409,8 +465,19 @@ func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
 		s.root.Send(p, b)
 		return
 	}
-	s.env.log.Errorf("spout %s: no member hosts %s; %d tuples left to time out", s.info.Component, s.env.topo.identity(target), len(b.AnchorCounts))
+	s.env.log.Errorf("spout %s: no member hosts %s; their %d roots replay in %v", s.info.Component, s.env.topo.identity(target), len(b.AnchorCounts), undeliveredRetry)
+	s.core.Hasten(b.SpringIds, s.env.now().Add(undeliveredRetry).UnixNano())
 }
+
+// deathSettles is how long after a member's death the roots a spout task
+// opens get a deadline of undeliveredRetry: until every member knows of
+// the death, what one sends the dead member is lost without an error.
+const deathSettles = 5 * time.Second
+
+// undeliveredRetry is how soon a root replays whose init or first tuples
+// could not be delivered (no member hosts the task or acker for now, as
+// while the cluster learns of a death): the placement has settled by then.
+const undeliveredRetry = 2 * time.Second
 
 // flush sends the inits first, so that they usually beat the acks.
 func (s *spoutTask) flush() {
@@ -420,7 +487,8 @@ func (s *spoutTask) flush() {
 		if p := s.res.get(KindAcker, tracker.AckerIdentity(o.Acker)); p != nil {
 			s.root.Send(p, o.Msg)
 		} else {
-			s.env.log.Errorf("spout %s: no member hosts %s; its roots will replay at their deadline", s.info.Component, tracker.AckerIdentity(o.Acker))
+			s.env.log.Errorf("spout %s: no member hosts %s; its roots replay in %v", s.info.Component, tracker.AckerIdentity(o.Acker), undeliveredRetry)
+			s.core.Hasten(o.Msg.(*messages.Track).SpringIds, s.env.now().Add(undeliveredRetry).UnixNano())
 		}
 	}
 	clear(outs) // sent: the core's buffer holds them no longer

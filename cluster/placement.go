@@ -44,9 +44,11 @@ type placement struct {
 	actor *actor.PID
 	sub   *eventstream.Subscription
 
-	mu      sync.Mutex
-	members []*pcluster.Member // as of the last topology
-	gone    map[string]bool    // members that evacuated and are leaving
+	mu        sync.Mutex
+	members   []*pcluster.Member   // as of the last topology
+	gone      map[string]bool      // members that evacuated and are leaving
+	evacuated map[string]time.Time // members that evacuated, kept a while after they left
+	diedAt    time.Time            // when a member last left without evacuating
 }
 
 // evacuate asks the placement actor to move every grain off this member;
@@ -82,7 +84,7 @@ func (p *placement) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	p.rdv.Store(&rendezvous{})
 	props := actor.PropsFromProducer(func() actor.Actor { return &placementActor{p: p, grains: map[string]placed{}} })
 	p.actor, _ = c.ActorSystem.Root.SpawnNamed(props, placementActorName)
-	p.gone = map[string]bool{}
+	p.gone, p.evacuated = map[string]bool{}, map[string]time.Time{}
 	p.sub = c.ActorSystem.EventStream.Subscribe(func(ev any) {
 		switch m := ev.(type) {
 		case *pcluster.ClusterTopology:
@@ -104,11 +106,16 @@ func (p *placement) update(members []*pcluster.Member, evacuated string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if members != nil {
-		p.members = members
 		in := map[string]bool{}
 		for _, m := range members {
 			in[m.Address()] = true
 		}
+		for _, m := range p.members {
+			if _, left := p.evacuated[m.Address()]; !in[m.Address()] && !left {
+				p.diedAt = time.Now()
+			}
+		}
+		p.members = members
 		for a := range p.gone { // it has left: forget it, an address may come back
 			if !in[a] {
 				delete(p.gone, a)
@@ -117,6 +124,12 @@ func (p *placement) update(members []*pcluster.Member, evacuated string) {
 	}
 	if evacuated != "" {
 		p.gone[evacuated] = true
+		p.evacuated[evacuated] = time.Now()
+		for a, at := range p.evacuated {
+			if time.Since(at) > evacuatedFor {
+				delete(p.evacuated, a)
+			}
+		}
 	}
 	var live []*pcluster.Member
 	for _, m := range p.members {
@@ -378,4 +391,25 @@ func JobOf(m *pcluster.Member) string {
 		}
 	}
 	return ""
+}
+
+// LastDeath implements grain.Deaths.
+func (p *placement) LastDeath() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.diedAt
+}
+
+// evacuatedFor is how long a member that evacuated is remembered after it
+// left: a leave is told from a death for that long.
+const evacuatedFor = time.Minute
+
+// Died implements grain.Deaths: the member at addr, which left the
+// cluster, did not evacuate its grains first (as this member's placement
+// heard, within the last minute).
+func (p *placement) Died(addr string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, left := p.evacuated[addr]
+	return !left && addr != p.c.ActorSystem.Address()
 }

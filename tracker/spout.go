@@ -3,6 +3,7 @@ package tracker
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/acktor/acktor/internal/assert"
 	"github.com/acktor/acktor/messages"
@@ -92,8 +93,12 @@ type Spout struct {
 	redelivers bool          // the source's broker redelivers failed roots
 	held       []any         // notifications before Start
 	expired    []PendingRoot // scratch of Expire
-	ended      bool          // the source said io.EOF (or broke, or the run stops)
-	final      bool          // ... and is read no more: a redelivery does not reopen it
+	// Until shortUntil, roots opened get a deadline of at most short (ns):
+	// a member died, and until every member knows, a message can still go
+	// to it and be lost.
+	shortUntil, short int64
+	ended             bool // the source said io.EOF (or broke, or the run stops)
+	final             bool // ... and is read no more: a redelivery does not reopen it
 }
 
 // NewSpout makes the spout task cfg.Task's tracker, its sequence started
@@ -124,6 +129,9 @@ func (s *Spout) NextSpringID() uint64 {
 // folding to initXor, and queues its init for the acker d names.
 func (s *Spout) Open(springID uint64, r PendingRoot, initXor uint64, d *Directory, now int64) {
 	r.Deadline = now + s.cfg.Deadline
+	if now < s.shortUntil {
+		r.Deadline = now + min(s.cfg.Deadline, s.short)
+	}
 	s.pending.put(springID, r)
 	a := d.AckerOf(springID)
 	if a >= len(s.tracks) { // the acker set grew
@@ -249,6 +257,38 @@ func (s *Spout) Expire(now int64, out []Settled) []Settled {
 	s.expired = s.expiredRoots(now, s.expired[:0])
 	for _, p := range s.expired {
 		out = append(out, s.fail(p, true, "passed the spout's deadline"))
+	}
+	return out
+}
+
+// Hasten brings the deadline of the roots of springIDs still in flight
+// forward to at most deadline: a message about them could not be
+// delivered (no member hosts their acker for now), and they replay once
+// it passes, when the cluster has likely settled, rather than a timeout
+// later.
+func (s *Spout) Hasten(springIDs []uint64, deadline int64) {
+	for _, id := range springIDs {
+		if p, ok := s.pending.take(id); ok {
+			p.Deadline = min(p.Deadline, deadline)
+			s.pending.put(id, p)
+		}
+	}
+}
+
+// Shorten gives the roots opened until until a deadline of at most
+// deadline (ns) after their opening: while the members learn of a death,
+// what is sent to the dead member is lost without a word, and such roots
+// replay after deadline instead of a timeout.
+func (s *Spout) Shorten(until, deadline int64) { s.shortUntil, s.short = until, deadline }
+
+// FailAll fails every root in flight, for reason, and appends them to out:
+// a member died, and which trees crossed it (its ackers' records, tuples
+// at its processors) cannot be told; a replay costs less than waiting for
+// the deadline.
+func (s *Spout) FailAll(reason string, out []Settled) []Settled {
+	s.expired = s.pending.takeExpired(math.MaxInt64, s.expired[:0])
+	for _, p := range s.expired {
+		out = append(out, s.fail(p, false, reason))
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/acktor/acktor/messages"
@@ -245,5 +246,47 @@ func TestSpoutPullsAndFinishes(t *testing.T) {
 		if s.Ended() == !final || s.Finished() == !final {
 			t.Fatalf("final %v: after a redelivery ended %v, finished %v", final, s.Ended(), s.Finished())
 		}
+	}
+}
+
+// TestSpoutFailAll: when a member dies every root in flight fails at once,
+// each replayed or dead-lettered as its attempts say.
+func TestSpoutFailAll(t *testing.T) {
+	s := newSpout(0)
+	s.Start(false, nil)
+	d := NewDirectory(1, 2, 0)
+	for i := range 3 {
+		s.Open(s.NextSpringID(), PendingRoot{ID: uint64(i), Attempt: int32(i)}, 1, d, 0)
+	}
+	got := s.FailAll("member x died", nil)
+	verdicts := map[uint64]Verdict{}
+	for _, v := range got {
+		if !v.Failed || v.TimedOut || !strings.HasPrefix(v.Reason, "member x died") {
+			t.Fatalf("settled %+v", v)
+		}
+		verdicts[v.Root.ID] = v.Verdict
+	}
+	if s.Len() != 0 || len(got) != 3 || verdicts[0] != Replay || verdicts[1] != Replay || verdicts[2] != DeadLetter {
+		t.Fatalf("%d left in flight; verdicts %v", s.Len(), verdicts)
+	}
+}
+
+// TestSpoutHasten: a root whose messages could not be delivered expires
+// at the earlier deadline; others keep theirs, and a later deadline moves
+// none.
+func TestSpoutHasten(t *testing.T) {
+	s := newSpout(0)
+	s.Start(false, nil)
+	d := NewDirectory(1, 1, 0)
+	a, b := s.NextSpringID(), s.NextSpringID()
+	s.Open(a, PendingRoot{ID: 1}, 1, d, 0) // deadline 100
+	s.Open(b, PendingRoot{ID: 2}, 1, d, 0)
+	s.Hasten([]uint64{a, 12345}, 20)
+	s.Hasten([]uint64{b}, 500)
+	if got := s.Expire(21, nil); len(got) != 1 || got[0].Root.ID != 1 || got[0].Verdict != Replay {
+		t.Fatalf("expired at 21: %+v", got)
+	}
+	if got := s.Expire(101, nil); len(got) != 1 || got[0].Root.ID != 2 {
+		t.Fatalf("expired at 101: %+v", got)
 	}
 }

@@ -5,7 +5,11 @@
 // other.
 package grain
 
-import "github.com/asynkron/protoactor-go/actor"
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
 
 // Moved tells a grain that its identity now belongs to another member: one
 // joined, or this one leaves. The grain hands its state to its activation
@@ -28,3 +32,13 @@ type Incoming struct{}
 // (cluster.ActivationRequest.RequestId), so that the new owner's
 // placement sends the grain Incoming first.
 const MovedRequest = "moved"
+
+// Deaths is what the placement (the cluster's IdentityLookup) tells grains
+// of members that died: left the cluster without handing their grains
+// over. A spout task replays its roots in flight when one dies.
+type Deaths interface {
+	// Died says whether the member at addr, which left, died.
+	Died(addr string) bool
+	// LastDeath is when a member last died (zero: never).
+	LastDeath() time.Time
+}

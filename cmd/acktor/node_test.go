@@ -129,7 +129,7 @@ func TestNodeKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes")
 	}
-	nodeKilled(t, "")
+	nodeKilled(t, "", "2s")
 }
 
 // TestNodeKilledEtcd is TestNodeKilled with the etcd provider, against a
@@ -138,7 +138,21 @@ func TestNodeKilledEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three processes and etcd")
 	}
-	nodeKilled(t, testserver.Etcd(t))
+	nodeKilled(t, testserver.Etcd(t), "2s")
+}
+
+// TestNodeKilledNoTimeoutStall is TestNodeKilled with Storm's default
+// tracker.timeout of 30 s: the survivors learn of the death from the
+// membership (the automanaged provider's health checks, every 500 ms
+// here) and replay the roots in flight at once, so the run ends a few
+// seconds after the kill, not a timeout's length later.
+func TestNodeKilledNoTimeoutStall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	if took := nodeKilled(t, "", "30s"); took > 15*time.Second {
+		t.Fatalf("the run ended %v after the kill: the roots waited for their timeout", took)
+	}
 }
 
 // TestNodeLeaseLostEtcd: a worker whose etcd lease runs out (revoked here,
@@ -192,12 +206,13 @@ func TestNodeLeaseLostEtcd(t *testing.T) {
 	}
 }
 
-func nodeKilled(t *testing.T, etcdAddr string) {
+// nodeKilled returns how long after the kill the driver exited.
+func nodeKilled(t *testing.T, etcdAddr, timeout string) time.Duration {
 	const lines = 1_000_000
 	dir := t.TempDir()
 	input, truth := writeInput(t, dir, lines)
 	gw := fmt.Sprintf("127.0.0.1:%d", testserver.FreePorts(t, 1)[0])
-	paths, addrs := writeNodeConfigsWith(t, dir, input, "2s", "gateway:\n  address: "+gw+"\n", etcdAddr)
+	paths, addrs := writeNodeConfigsWith(t, dir, input, timeout, "gateway:\n  address: "+gw+"\n", etcdAddr)
 	workers := map[string]*exec.Cmd{}
 	for i := 1; i < 3; i++ {
 		workers[addrs[i]], _ = startNode(t, paths[i])
@@ -219,7 +234,7 @@ func nodeKilled(t *testing.T, etcdAddr string) {
 		Ackers []struct{ Member string }
 	}
 	if err != nil || json.Unmarshal([]byte(out.String()), &gs) != nil {
-		t.Fatalf("status: %v\n%s", err, out.String())
+		t.Fatalf("status: %v\n%s\nthe driver said:\n%s", err, out.String(), strings.Join(tail, "\n"))
 	}
 	hosted := map[string]int{}
 	victimAddr := addrs[1]
@@ -239,7 +254,8 @@ func nodeKilled(t *testing.T, etcdAddr string) {
 	if err := driver.Wait(); err != nil {
 		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
 	}
-	t.Logf("the driver exited %v after the kill:\n%s", time.Since(killedAt).Round(time.Millisecond), strings.Join(tail, "\n"))
+	took := time.Since(killedAt)
+	t.Logf("the driver exited %v after the kill:\n%s", took.Round(time.Millisecond), strings.Join(tail, "\n"))
 
 	st, b := readNodeStats(t, dir)
 	// No replay at all is possible too: when the victim also hosted every
@@ -254,6 +270,7 @@ func nodeKilled(t *testing.T, etcdAddr string) {
 		}
 	}
 	t.Logf("stats: roots %d, replayed %d", st.Roots, st.Replayed)
+	return took
 }
 
 // writeInput writes lines of random words and returns the truth.
