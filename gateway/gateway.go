@@ -49,9 +49,13 @@ type Config struct {
 	// TokenEnv names an environment variable to read the token from
 	// instead, so that it need not be in the file.
 	TokenEnv string `yaml:"token_env"`
-	// Insecure lets an admin token be used on an address other than
-	// loopback, where it crosses the network in clear (the gateway serves
-	// no HTTPS yet). Without it such a config is refused.
+	// Cert and Key are PEM files of the gateway's certificate and key: with
+	// them it serves HTTPS only, and reloads them when they change.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+	// Insecure lets an admin token be used over plain HTTP on an address
+	// other than loopback, where it crosses the network in clear. Without
+	// it (or a certificate) such a config is refused.
 	Insecure bool `yaml:"insecure"`
 }
 

@@ -377,9 +377,12 @@ func (c Config) Validate() error {
 	if err != nil {
 		return err
 	}
-	if host, _, _ := net.SplitHostPort(c.Gateway.Address); secret != "" && host != "" && !cluster.Loopback(host) && !c.Gateway.Insecure {
-		return setting("gateway.address", " %q: not loopback, and the admin token would cross the network in clear "+
-			"(the gateway serves no HTTPS yet); drop the token, or set gateway.insecure: true", c.Gateway.Address)
+	if (c.Gateway.Cert == "") != (c.Gateway.Key == "") {
+		return setting("gateway.cert", ": give gateway.cert and gateway.key together")
+	}
+	if host, _, _ := net.SplitHostPort(c.Gateway.Address); secret != "" && host != "" && !cluster.Loopback(host) && c.Gateway.Cert == "" && !c.Gateway.Insecure {
+		return setting("gateway.address", " %q: not loopback, and the admin token would cross the network in clear; "+
+			"give gateway.cert and gateway.key (HTTPS), drop the token, or set gateway.insecure: true", c.Gateway.Address)
 	}
 	return nil
 }

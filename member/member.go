@@ -249,6 +249,14 @@ func serveGateway(ctx context.Context, cfg Config, rt *actors.Runtime, c *pclust
 	if err != nil {
 		return nil, fmt.Errorf("gateway.address: %w", err)
 	}
+	if cfg.Gateway.Cert != "" {
+		tl, err := gateway.TLSListener(l, cfg.Gateway.Cert, cfg.Gateway.Key)
+		if err != nil {
+			_ = l.Close()
+			return nil, setting("gateway.cert", ": %v", err)
+		}
+		l = tl
+	}
 	opts := []gateway.Option{gateway.WithMetrics(metrics)}
 	if in != nil {
 		opts = append(opts, gateway.WithIngest(in.log))

@@ -3,6 +3,8 @@ package member
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -291,5 +293,52 @@ func TestExampleConfigs(t *testing.T) {
 	}
 	if n < 8 {
 		t.Fatalf("%d member configs found under examples/, want at least 8", n)
+	}
+}
+
+// TestGatewayHTTPS: with gateway.cert and gateway.key the gateway serves
+// HTTPS only, and an admin token may then be used off loopback.
+func TestGatewayHTTPS(t *testing.T) {
+	certs := testserver.Certs(t, t.TempDir(), "gateway")
+	cfg := embedded(t, "abc\n", nil)
+	cfg.Job.Mode, cfg.Job.Driver, cfg.Job.Output, cfg.Job.Stats = "service", false, "", ""
+	cfg.Gateway.Address = fmt.Sprintf("127.0.0.1:%d", testserver.FreePorts(t, 1)[0])
+	cfg.Gateway.Cert, cfg.Gateway.Key = certs.Cert, certs.Key
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- Run(ctx, cfg, quiet(), firstLettersTopology()) }()
+	defer func() { cancel(); <-ran }()
+	pem, err := os.ReadFile(certs.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}, Timeout: 2 * time.Second}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res, err := client.Get("https://" + cfg.Gateway.Address + "/api/status")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("status over HTTPS: %s", res.Status)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no HTTPS answer in 20 s: %v", err)
+		}
+	}
+	if res, err := http.Get("http://" + cfg.Gateway.Address + "/api/status"); err == nil && res.StatusCode == http.StatusOK {
+		t.Fatal("plain HTTP answered 200 too")
+	}
+	off := cfg
+	off.Gateway.Address, off.Gateway.Token = "10.1.2.3:7070", "s3cret"
+	if err := off.Validate(); err != nil {
+		t.Fatalf("a token off loopback over HTTPS: %v", err)
+	}
+	off.Gateway.Key = ""
+	var se *SettingError
+	if err := off.Validate(); !errors.As(err, &se) || se.Key != "gateway.cert" {
+		t.Fatalf("a certificate without its key: %v", err)
 	}
 }
