@@ -212,7 +212,11 @@ func (s *Server) ServeListener(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
-	s.log.Infof("gateway: listening on http://%s", l.Addr())
+	scheme := "http"
+	if _, ok := l.(httpsListener); ok {
+		scheme = "https"
+	}
+	s.log.Infof("gateway: listening on %s://%s", scheme, l.Addr())
 	select {
 	case err := <-done:
 		return fmt.Errorf("gateway: %w", err)

@@ -76,5 +76,8 @@ func TLSListener(l net.Listener, cert, key string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: certificate: %w", err)
 	}
-	return tls.NewListener(l, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: c.get}), nil
+	return httpsListener{tls.NewListener(l, &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: c.get})}, nil
 }
+
+// httpsListener marks a listener that speaks TLS, for the log.
+type httpsListener struct{ net.Listener }
