@@ -198,6 +198,9 @@ func (s *spoutTask) died(m *memberDied) {
 	}
 	s.deaths[m.addr] = true
 	n := s.core.Len()
+	if n == 0 {
+		return
+	}
 	s.settled = s.core.FailAll(fmt.Sprintf("member %s died", m.addr), s.settled[:0])
 	s.env.log.Warnf("spout %s/%d: member %s died; replaying the %d roots in flight now, not at their deadline", s.info.Component, s.info.Index, m.addr, n)
 	s.settle()
