@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -68,7 +69,14 @@ func newEtcdProvider(cfg EtcdConfig, name string, log *logrus.Logger) (*etcdProv
 	// member must be back within seconds: gRPC's default reconnect backoff
 	// grows to two minutes, ours to a second. The keep-alive pings tear a
 	// half-open connection down, so that the member reconnects.
-	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout,
+	var tlsc *tls.Config
+	if cfg.TLS.On() {
+		var err error
+		if _, tlsc, err = cfg.TLS.configs("cluster.etcd.tls", log); err != nil {
+			return nil, err
+		}
+	}
+	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout, TLS: tlsc,
 		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: time.Second,
 			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}})}})

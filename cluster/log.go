@@ -41,11 +41,6 @@ func (h *slogHandler) Enabled(_ context.Context, l slog.Level) bool {
 // healthy cluster does, with the level that fits: a clean run logs no
 // error. Membership tells when a member is gone; these do not.
 var demoted = map[string]slog.Level{
-	// automanaged polls every peer of its static list each refresh,
-	// including one that left or has not started yet
-	"Bad connection to the node health status": slog.LevelDebug,
-	// automanaged's health server stopping as the member leaves
-	"Automanaged server stopping..!": slog.LevelDebug,
 	// the gRPC stream to a member that left closing
 	"EndpointWriter lost connection": slog.LevelInfo,
 }

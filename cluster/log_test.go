@@ -27,13 +27,9 @@ func TestSlogIntoLogrus(t *testing.T) {
 			l.WithGroup("").Info("x", slog.Group("req", slog.Int("id", 7)), slog.Any("", nil))
 		}, []string{"req.id=7"}},
 		{"below the level", logrus.WarnLevel, func(l *slog.Logger) { l.Info("chatter"); l.Debug("more") }, nil},
-		{"a health poll of a peer that left, demoted", logrus.InfoLevel, func(l *slog.Logger) {
-			l.Error("Bad connection to the node health status", "autoManMemberUrl", "http://127.0.0.1:1/_health")
-			l.Error("Automanaged server stopping..!", "error", "http: Server closed")
-		}, nil},
 		{"a demoted message at its level", logrus.DebugLevel, func(l *slog.Logger) {
-			l.Error("Bad connection to the node health status")
-		}, []string{"level=debug"}},
+			l.Error("EndpointWriter lost connection")
+		}, []string{"level=info"}},
 		{"a lost connection, info", logrus.InfoLevel, func(l *slog.Logger) {
 			l.Error("EndpointWriter lost connection", "address", "127.0.0.1:2")
 		}, []string{"level=info", "address="}},

@@ -1,23 +1,21 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/automanaged"
 	"github.com/asynkron/protoactor-go/remote"
-	"github.com/labstack/echo"
 	"github.com/sirupsen/logrus"
 )
 
@@ -48,10 +46,13 @@ type Config struct {
 	// the same, so a member started with another job gets none of theirs
 	// and they none of its.
 	Job string `yaml:"-"`
+	// TLS, if set, makes members and clients talk mutual TLS: only a
+	// process with a certificate the cluster's authority signed takes part.
+	TLS TLSConfig `yaml:"tls"`
 	// Insecure says that the member may listen on an address other than
-	// loopback although members talk plaintext gRPC with no authentication
-	// (acktor has no TLS between members yet): anyone who reaches the port
-	// takes part. Without it such a member refuses to start.
+	// loopback without TLS: members then talk plaintext gRPC with no
+	// authentication, and anyone who reaches the port takes part. Without
+	// TLS or it such a member refuses to start.
 	Insecure bool `yaml:"insecure"`
 }
 
@@ -72,6 +73,10 @@ type EtcdConfig struct {
 	Endpoints   []string      `yaml:"endpoints"`    // host:port of etcd's client URLs
 	Prefix      string        `yaml:"prefix"`       // the key prefix of this cluster's members
 	DialTimeout time.Duration `yaml:"dial_timeout"` // how long a call to etcd may wait (at least the 3 s lease)
+	// TLS, if set, dials etcd over TLS with a client certificate: CA is
+	// the authority of etcd's server certificate, Cert and Key the
+	// member's, which etcd's client-cert-auth checks (Names: of etcd's).
+	TLS TLSConfig `yaml:"tls"`
 }
 
 // AutomanagedConfig configures the automanaged provider.
@@ -103,9 +108,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster.host %q: want an IP address or localhost", c.Host)
 	case c.Port < 0 || c.Port > 65535:
 		return fmt.Errorf("cluster.port %d: want 0..65535 (0: any free port)", c.Port)
-	case !Loopback(c.Host) && !c.Insecure:
+	case !Loopback(c.Host) && !c.Insecure && !c.TLS.On():
 		return fmt.Errorf("cluster.host %q: not loopback, and members talk without TLS or authentication "+
-			"(anyone who reaches the port takes part); set cluster.insecure: true to run so on a network you trust", c.Host)
+			"(anyone who reaches the port takes part); give cluster.tls (ca, cert, key), "+
+			"or set cluster.insecure: true to run so on a network you trust", c.Host)
+	}
+	if err := c.TLS.validate("cluster.tls"); err != nil {
+		return err
 	}
 	switch c.Provider {
 	case "automanaged":
@@ -143,6 +152,9 @@ func (e EtcdConfig) validate() error {
 		return fmt.Errorf("cluster.etcd.prefix %q: want a key prefix starting with /", e.Prefix)
 	case e.DialTimeout <= 0:
 		return fmt.Errorf("cluster.etcd.dial_timeout %v: want > 0", e.DialTimeout)
+	}
+	if err := e.TLS.validate("cluster.etcd.tls"); err != nil {
+		return err
 	}
 	for _, p := range e.Endpoints {
 		if _, port, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(p, "http://"), "https://")); err != nil || port == "" {
@@ -188,9 +200,13 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	if cfg.Metrics != nil {
 		aopts = append(aopts, actor.WithMetricProviders(cfg.Metrics))
 	}
-	sys := actor.NewActorSystem(aopts...)
+	var server, dial *tls.Config
+	if cfg.TLS.On() {
+		if server, dial, err = cfg.TLS.configs("cluster.tls", log); err != nil {
+			return nil, err
+		}
+	}
 	var provider pcluster.ClusterProvider
-	var health *echo.Echo
 	var ep *etcdProvider
 	switch cfg.Provider {
 	case "etcd":
@@ -199,20 +215,11 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 		}
 		provider = ep
 	case "automanaged":
-		if client { // a client only polls the members' health
-			provider = automanaged.NewWithTesting(cfg.Automanaged.Refresh, cfg.Automanaged.Port, echo.New(), cfg.Automanaged.Peers...)
-			break
+		if provider, err = newHealthProvider(cfg.Automanaged, cfg.Name, cfg.Host, client, server, dial, log); err != nil {
+			return nil, err
 		}
-		// The library's automanaged provider serves its health check on
-		// every interface; give it a listener on cfg.Host instead.
-		l, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Automanaged.Port)))
-		if err != nil {
-			return nil, fmt.Errorf("cluster.automanaged.port: %w", err)
-		}
-		health = echo.New()
-		health.HideBanner, health.HidePort, health.Listener = true, true, l
-		provider = automanaged.NewWithTesting(cfg.Automanaged.Refresh, cfg.Automanaged.Port, health, cfg.Automanaged.Peers...)
 	}
+	sys := actor.NewActorSystem(aopts...)
 	ropts := []remote.ConfigOption{}
 	if cfg.AdvertisedHost != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.AdvertisedHost))
@@ -220,7 +227,12 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	// A batch of the endpoint writer (up to 1000 messages) may carry a
 	// moving counter's state part beside many tuple batches: more than
 	// gRPC's default 4 MiB.
-	ropts = append(ropts, remote.WithServerOptions(grpc.MaxRecvMsgSize(MaxRemoteMessage)))
+	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRemoteMessage)}
+	if server != nil {
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(server)))
+		ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(dial))))
+	}
+	ropts = append(ropts, remote.WithServerOptions(sopts...))
 	rcfg := remote.Configure(cfg.Host, cfg.Port, ropts...)
 	// Each retry to reach a dead member waits 2 s; the default 5 held a
 	// leaving member up to 10 s after its run had ended.
@@ -231,27 +243,9 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	pcfg := pcluster.Configure(cfg.Name, provider, &placement{job: cfg.Job}, rcfg,
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(10*time.Second))
 	c := pcluster.New(sys, pcfg)
-	if health != nil {
-		var names []string
-		for _, k := range kinds {
-			names = append(names, k.Kind)
-		}
-		health.GET("/_health", func(ctx echo.Context) error {
-			host, port, err := sys.GetHostPort()
-			if err != nil {
-				return ctx.JSON(http.StatusServiceUnavailable, err.Error())
-			}
-			return ctx.JSON(http.StatusOK, automanaged.NewNode(cfg.Name, sys.ID, host, port, cfg.Automanaged.Port, names))
-		})
-	}
 	defer func() { // StartMember panics on a busy port or a provider error
 		if r := recover(); r != nil {
-			if health != nil {
-				_ = health.Listener.Close()
-			}
-			if ep != nil {
-				_ = ep.Shutdown(false)
-			}
+			_ = provider.Shutdown(false)
 			stopStarted(c)
 			err = fmt.Errorf("cluster: starting member: %v", r)
 		}

@@ -1,0 +1,160 @@
+package certs
+
+import (
+	"crypto/tls"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/acktor/acktor/internal/testserver"
+)
+
+// TestMutual: a server of Mutual takes only clients whose certificate its
+// authority signed (and that carry a wanted name), tells refused of each
+// refusal with the client's address, and its clients trust only servers
+// of that authority.
+func TestMutual(t *testing.T) {
+	dir := t.TempDir()
+	member := testserver.Certs(t, dir, "member")
+	stranger := testserver.Certs(t, dir, "stranger")
+	for _, tc := range []struct {
+		name          string
+		names         []string // the server's wanted names
+		client        func() *tls.Config
+		refusedReason string // "": taken
+	}{
+		{"a member", nil, func() *tls.Config { return mutualClient(t, member, nil) }, ""},
+		{"a member with a wanted name", []string{"member"}, func() *tls.Config { return mutualClient(t, member, nil) }, ""},
+		{"a member without a wanted name", []string{"acker-host"}, func() *tls.Config { return mutualClient(t, member, nil) }, "none of the names"},
+		{"no certificate", nil, func() *tls.Config {
+			c := mutualClient(t, member, nil)
+			c.GetClientCertificate = nil
+			return c
+		}, "no certificate"},
+		{"another authority's certificate", nil, func() *tls.Config {
+			c := mutualClient(t, stranger, nil)
+			c.RootCAs = mutualClient(t, member, nil).RootCAs // trusts the server, is not trusted
+			return c
+		}, "unknown authority"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var refused []string
+			server, _, err := Mutual(Files(member), tc.names, func(a net.Addr, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				refused = append(refused, a.String()+" "+err.Error())
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := tls.Listen("tcp", "127.0.0.1:0", server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			served := make(chan error, 1)
+			go func() {
+				c, err := l.Accept()
+				if err == nil {
+					err = c.(*tls.Conn).Handshake()
+					c.Close()
+				}
+				served <- err
+			}()
+			conn, err := tls.Dial("tcp", l.Addr().String(), tc.client())
+			if err == nil {
+				// TLS 1.3: a refused client certificate shows on the first read.
+				_, err = conn.Read(make([]byte, 1))
+				conn.Close()
+			}
+			serr := <-served
+			mu.Lock()
+			defer mu.Unlock()
+			if tc.refusedReason == "" {
+				if serr != nil || len(refused) != 0 {
+					t.Fatalf("refused: %v %q", serr, refused)
+				}
+				return
+			}
+			if serr == nil || err == nil {
+				t.Fatalf("taken: server %v, client %v", serr, err)
+			}
+			if len(refused) != 1 || !strings.HasPrefix(refused[0], conn.LocalAddr().String()) || !strings.Contains(refused[0], tc.refusedReason) {
+				t.Fatalf("refused told %q, want the client's address %s and %q", refused, conn.LocalAddr(), tc.refusedReason)
+			}
+		})
+	}
+}
+
+// TestMutualClientRefusesAStranger: a client does not talk to a server its
+// authority did not sign, nor to one without a wanted name.
+func TestMutualClientRefusesAStranger(t *testing.T) {
+	dir := t.TempDir()
+	member := testserver.Certs(t, dir, "member")
+	stranger := testserver.Certs(t, dir, "stranger")
+	for _, tc := range []struct {
+		name   string
+		server TLSFiles
+		names  []string
+	}{
+		{"another authority", stranger, nil},
+		{"no wanted name", member, []string{"acker-host"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server, _, err := Mutual(Files(tc.server), nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := tls.Listen("tcp", "127.0.0.1:0", server)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go func() {
+				if c, err := l.Accept(); err == nil {
+					_ = c.(*tls.Conn).Handshake()
+					c.Close()
+				}
+			}()
+			if c, err := tls.Dial("tcp", l.Addr().String(), mutualClient(t, member, tc.names)); err == nil {
+				c.Close()
+				t.Fatal("the client took the server")
+			}
+		})
+	}
+}
+
+// TLSFiles is testserver's, for the table.
+type TLSFiles = testserver.TLSFiles
+
+func mutualClient(t *testing.T, f TLSFiles, names []string) *tls.Config {
+	t.Helper()
+	_, client, err := Mutual(Files(f), names, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.ServerName = "127.0.0.1"
+	return client
+}
+
+func TestMutualBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	f := testserver.Certs(t, dir, "member")
+	for _, tc := range []struct {
+		name  string
+		files Files
+		want  string
+	}{
+		{"no ca file", Files{CA: dir + "/none.pem", Cert: f.Cert, Key: f.Key}, "ca:"},
+		{"ca not pem", Files{CA: f.Key, Cert: f.Cert, Key: f.Key}, "holds no PEM certificate"},
+		{"key of nothing", Files{CA: f.CA, Cert: f.Cert, Key: f.CA}, "cert and key:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := Mutual(tc.files, nil, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
