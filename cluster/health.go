@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,8 +77,18 @@ func newHealthProvider(cfg AutomanagedConfig, name, host string, client bool, se
 	}
 	p.listen = l
 	p.server = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: timeout,
-		ErrorLog: nil, BaseContext: func(net.Listener) context.Context { return p.ctx }}
+		ErrorLog: stdlog.New(debugWriter{log}, "automanaged provider: ", 0), BaseContext: func(net.Listener) context.Context { return p.ctx }}
 	return p, nil
+}
+
+// debugWriter writes the health server's own log (a peer's failed TLS
+// handshake, chiefly: a refused certificate is logged once as a warning by
+// the TLS config) at debug level.
+type debugWriter struct{ log *logrus.Logger }
+
+func (d debugWriter) Write(p []byte) (int, error) {
+	d.log.Debug(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // serve answers GET /_health with this member.

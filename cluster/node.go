@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -227,7 +230,7 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	// A batch of the endpoint writer (up to 1000 messages) may carry a
 	// moving counter's state part beside many tuple batches: more than
 	// gRPC's default 4 MiB.
-	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRemoteMessage)}
+	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRemoteMessage), grpc.UnaryInterceptor(noUnary)}
 	if server != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(server)))
 		ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(dial))))
@@ -260,6 +263,14 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 		n.Lost = ep.lost
 	}
 	return n, nil
+}
+
+// noUnary answers every unary call to the remote's gRPC service with
+// Unimplemented: its two (ListProcesses, GetProcessDiagnostics) panic in
+// this Proto.Actor version, so one call from anyone who reaches the port
+// would bring the member down. Members talk over the Receive stream only.
+func noUnary(_ context.Context, _ any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
+	return nil, status.Errorf(codes.Unimplemented, "%s: not served", info.FullMethod)
 }
 
 // stopStarted stops what a failed StartMember or StartClient had started,
