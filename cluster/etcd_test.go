@@ -257,3 +257,42 @@ func TestEtcdRegisterFails(t *testing.T) {
 	}
 	_ = p.Shutdown(true) // a second time: a no-op
 }
+
+// TestEtcdTLS: against an etcd that serves TLS and takes only clients with
+// a certificate its authority signed, a member with cluster.etcd.tls
+// registers and sees itself; one with another authority's certificate, or
+// with no TLS, does not register.
+func TestEtcdTLS(t *testing.T) {
+	dir := t.TempDir()
+	f := testserver.Certs(t, dir, "etcd")
+	stranger := testserver.Certs(t, dir, "stranger")
+	etcd := testserver.StartEtcdTLS(t, f)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	for _, tc := range []struct {
+		name string
+		tls  TLSConfig
+		ok   bool
+	}{
+		{"the authority's certificate", TLSConfig{CA: f.CA, Cert: f.Cert, Key: f.Key}, true},
+		{"another authority's certificate", TLSConfig{CA: f.CA, Cert: stranger.Cert, Key: stranger.Key}, false},
+		{"no TLS", TLSConfig{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := newEtcdProvider(EtcdConfig{Endpoints: []string{etcd.Addr}, Prefix: "/tls", DialTimeout: time.Second, TLS: tc.tls}, "c", log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = p.Shutdown(true) }()
+			p.dial = time.Second
+			s := &seen{}
+			err = p.join(member("a", 1), s.publish)
+			if (err == nil) != tc.ok {
+				t.Fatalf("join: %v", err)
+			}
+			if tc.ok {
+				s.waitFor(t, "a", "a")
+			}
+		})
+	}
+}

@@ -41,14 +41,29 @@ func Etcd(t testing.TB) string { return StartEtcd(t).Addr }
 
 // EtcdServer is an etcd server a test started.
 type EtcdServer struct {
-	Addr string // its client address, host:port
-	args []string
-	log  *os.File
-	cmd  *exec.Cmd
+	Addr   string // its client address, host:port
+	args   []string
+	log    *os.File
+	cmd    *exec.Cmd
+	client *http.Client // of its health checks
+	scheme string
 }
 
 // StartEtcd is Etcd, returning the server so that the test can restart it.
 func StartEtcd(t testing.TB) *EtcdServer {
+	t.Helper()
+	return startEtcd(t, nil)
+}
+
+// StartEtcdTLS is StartEtcd serving clients over TLS with f's certificate,
+// and only clients with a certificate f's authority signed
+// (--client-cert-auth).
+func StartEtcdTLS(t testing.TB, f TLSFiles) *EtcdServer {
+	t.Helper()
+	return startEtcd(t, &f)
+}
+
+func startEtcd(t testing.TB, f *TLSFiles) *EtcdServer {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -59,9 +74,16 @@ func StartEtcd(t testing.TB) *EtcdServer {
 	}
 	ports := FreePorts(t, 2)
 	client, peer := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	s := &EtcdServer{Addr: client, args: []string{bin, "--name", "t", "--data-dir", t.TempDir(),
-		"--listen-client-urls", "http://" + client, "--advertise-client-urls", "http://" + client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t=" + peer}}
+	s := &EtcdServer{Addr: client, scheme: "http", client: http.DefaultClient}
+	if f != nil {
+		s.scheme, s.client = "https", tlsClient(t, *f)
+	}
+	s.args = []string{bin, "--name", "t", "--data-dir", t.TempDir(),
+		"--listen-client-urls", s.scheme + "://" + client, "--advertise-client-urls", s.scheme + "://" + client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "t=" + peer}
+	if f != nil {
+		s.args = append(s.args, "--cert-file", f.Cert, "--key-file", f.Key, "--client-cert-auth", "--trusted-ca-file", f.CA)
+	}
 	if s.log, err = os.Create(filepath.Join(t.TempDir(), "etcd.log")); err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +118,7 @@ func (s *EtcdServer) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if res, err := http.Get("http://" + s.Addr + "/health"); err == nil {
+		if res, err := s.client.Get(s.scheme + "://" + s.Addr + "/health"); err == nil {
 			_ = res.Body.Close()
 			if res.StatusCode == http.StatusOK {
 				return
