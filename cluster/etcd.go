@@ -71,10 +71,11 @@ func newEtcdProvider(cfg EtcdConfig, name string, log *logrus.Logger) (*etcdProv
 	// half-open connection down, so that the member reconnects.
 	var tlsc *tls.Config
 	if cfg.TLS.On() {
-		var err error
-		if _, tlsc, err = cfg.TLS.configs("cluster.etcd.tls", log); err != nil {
+		m, err := cfg.TLS.load("cluster.etcd.tls", log)
+		if err != nil {
 			return nil, err
 		}
+		tlsc = m.client
 	}
 	client, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: cfg.DialTimeout, TLS: tlsc,
 		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second, Logger: zap.NewNop(),

@@ -53,10 +53,13 @@ type healthNode struct {
 	Kinds       []string `json:"kinds"`
 }
 
-// newHealthProvider listens on host:cfg.Port unless client; server and
-// client are the TLS configs of the endpoint and of the polls, nil for
-// plain HTTP.
-func newHealthProvider(cfg AutomanagedConfig, name, host string, client bool, server, dial *tls.Config, log *logrus.Logger) (*healthProvider, error) {
+// newHealthProvider listens on host:cfg.Port unless client; with mtls the
+// endpoint and the polls speak HTTPS with client certificates.
+func newHealthProvider(cfg AutomanagedConfig, name, host string, client bool, mtls *memberTLS, log *logrus.Logger) (*healthProvider, error) {
+	var dial *tls.Config
+	if mtls != nil {
+		dial = mtls.client
+	}
 	timeout := min(cfg.Refresh, 2*time.Second) // a peer slower than a refresh to answer counts as gone
 	p := &healthProvider{name: name, cfg: cfg, log: log, scheme: "http",
 		client: &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: dial,
@@ -72,8 +75,8 @@ func newHealthProvider(cfg AutomanagedConfig, name, host string, client bool, se
 	if err != nil {
 		return nil, fmt.Errorf("cluster.automanaged.port: %w", err)
 	}
-	if server != nil {
-		l = tls.NewListener(l, server)
+	if mtls != nil {
+		l = mtls.listen(l)
 	}
 	p.listen = l
 	p.server = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: timeout,

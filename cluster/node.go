@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -203,9 +202,9 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	if cfg.Metrics != nil {
 		aopts = append(aopts, actor.WithMetricProviders(cfg.Metrics))
 	}
-	var server, dial *tls.Config
+	var mtls *memberTLS
 	if cfg.TLS.On() {
-		if server, dial, err = cfg.TLS.configs("cluster.tls", log); err != nil {
+		if mtls, err = cfg.TLS.load("cluster.tls", log); err != nil {
 			return nil, err
 		}
 	}
@@ -218,7 +217,7 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 		}
 		provider = ep
 	case "automanaged":
-		if provider, err = newHealthProvider(cfg.Automanaged, cfg.Name, cfg.Host, client, server, dial, log); err != nil {
+		if provider, err = newHealthProvider(cfg.Automanaged, cfg.Name, cfg.Host, client, mtls, log); err != nil {
 			return nil, err
 		}
 	}
@@ -231,9 +230,9 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	// moving counter's state part beside many tuple batches: more than
 	// gRPC's default 4 MiB.
 	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRemoteMessage), grpc.UnaryInterceptor(noUnary)}
-	if server != nil {
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(server)))
-		ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(dial))))
+	if mtls != nil {
+		sopts = append(sopts, grpc.Creds(mtls.grpcServer()))
+		ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(mtls.client))))
 	}
 	ropts = append(ropts, remote.WithServerOptions(sopts...))
 	rcfg := remote.Configure(cfg.Host, cfg.Port, ropts...)

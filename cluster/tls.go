@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
 
 	"github.com/sirupsen/logrus"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/acktor/acktor/internal/certs"
 )
@@ -51,15 +54,82 @@ func (t TLSConfig) validate(at string) error {
 	return nil
 }
 
-// configs loads the files: the TLS configs of this process's servers and of
-// its dials. A refused peer is logged once per address.
-func (t TLSConfig) configs(at string, log *logrus.Logger) (server, client *tls.Config, err error) {
-	r := &refusals{log: log, seen: map[string]bool{}}
-	server, client, err = certs.Mutual(certs.Files{CA: t.CA, Cert: t.Cert, Key: t.Key}, t.Names, r.refused)
+// memberTLS is the loaded TLS of a member or client: its servers' and
+// dials' configs, and the log of refused peers.
+type memberTLS struct {
+	server, client *tls.Config
+	refusals       *refusals
+}
+
+// load reads the files.
+func (t TLSConfig) load(at string, log *logrus.Logger) (*memberTLS, error) {
+	server, client, err := certs.Mutual(certs.Files{CA: t.CA, Cert: t.Cert, Key: t.Key}, t.Names)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", at, err)
+		return nil, fmt.Errorf("%s: %w", at, err)
 	}
-	return server, client, nil
+	return &memberTLS{server: server, client: client, refusals: &refusals{log: log, seen: map[string]bool{}}}, nil
+}
+
+// grpcServer is the remote's server credentials: TLS, a failed handshake
+// logged as a refusal.
+func (m *memberTLS) grpcServer() credentials.TransportCredentials {
+	return loggedCreds{credentials.NewTLS(m.server), m.refusals}
+}
+
+// listen wraps l in TLS, a failed handshake logged as a refusal.
+func (m *memberTLS) listen(l net.Listener) net.Listener {
+	return tlsListener{l, m.server, m.refusals}
+}
+
+// loggedCreds are TLS credentials that log a peer whose handshake failed.
+type loggedCreds struct {
+	credentials.TransportCredentials
+	r *refusals
+}
+
+func (c loggedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		c.r.refused(conn.RemoteAddr(), err)
+	}
+	return out, info, err
+}
+
+func (c loggedCreds) Clone() credentials.TransportCredentials {
+	return loggedCreds{c.TransportCredentials.Clone(), c.r}
+}
+
+// tlsListener is tls.NewListener, with a failed handshake logged.
+type tlsListener struct {
+	net.Listener
+	cfg *tls.Config
+	r   *refusals
+}
+
+func (l tlsListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &handshakeConn{Conn: tls.Server(c, l.cfg), r: l.r}, nil
+}
+
+// handshakeConn shakes hands on its first read (the server reads first)
+// and logs a failure. The HTTP server sees no *tls.Conn, so it leaves the
+// handshake to it.
+type handshakeConn struct {
+	*tls.Conn
+	r    *refusals
+	once sync.Once
+}
+
+func (c *handshakeConn) Read(b []byte) (int, error) {
+	c.once.Do(func() {
+		if err := c.Conn.Handshake(); err != nil {
+			c.r.refused(c.RemoteAddr(), err)
+		}
+	})
+	return c.Conn.Read(b)
 }
 
 // refusals logs each address that was refused once, so that a peer
@@ -74,7 +144,12 @@ type refusals struct {
 // forgotten, and logged again.
 const maxRefusals = 4096
 
+// refused logs a failed handshake with addr, unless the peer went away
+// before saying anything (a port probe) or addr was logged before.
 func (r *refusals) refused(addr net.Addr, err error) {
+	if errors.Is(err, io.EOF) {
+		return
+	}
 	host := addr.String()
 	if h, _, e := net.SplitHostPort(host); e == nil {
 		host = h

@@ -117,11 +117,11 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	// The remote's gRPC itself, dialled directly.
-	_, good, err := certs.Mutual(certs.Files(member), nil, nil)
+	_, good, err := certs.Mutual(certs.Files(member), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, bad, err := certs.Mutual(certs.Files(stranger), nil, nil)
+	_, bad, err := certs.Mutual(certs.Files(stranger), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"sync"
@@ -96,9 +95,8 @@ type Files struct {
 // with a certificate the authority signed, and of a client that presents
 // its certificate and trusts only servers the authority signed. If names is
 // not empty, the peer's certificate must also carry one of them as a DNS
-// name. refused, if not nil, is told of every client the server refused for
-// its certificate (or the lack of one), with its address.
-func Mutual(f Files, names []string, refused func(net.Addr, error)) (server, client *tls.Config, err error) {
+// name.
+func Mutual(f Files, names []string) (server, client *tls.Config, err error) {
 	pem, err := os.ReadFile(f.CA)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ca: %w", err)
@@ -112,7 +110,7 @@ func Mutual(f Files, names []string, refused func(net.Addr, error)) (server, cli
 		return nil, nil, fmt.Errorf("cert and key: %w", err)
 	}
 	named := func(cs tls.ConnectionState) error {
-		if len(names) == 0 {
+		if len(names) == 0 || len(cs.PeerCertificates) == 0 {
 			return nil
 		}
 		leaf := cs.PeerCertificates[0]
@@ -121,37 +119,10 @@ func Mutual(f Files, names []string, refused func(net.Addr, error)) (server, cli
 				return nil
 			}
 		}
-		return fmt.Errorf("its certificate (%q) carries none of the names %v", leaf.Subject.CommonName, names)
+		return fmt.Errorf("certs: the peer's certificate (%q) carries none of the names %v", leaf.Subject.CommonName, names)
 	}
-	// The server verifies the client's certificate itself, in
-	// VerifyConnection, rather than leaving it to the handshake: so it
-	// knows the client's address when it refuses one.
-	verifyClient := func(cs tls.ConnectionState) error {
-		if len(cs.PeerCertificates) == 0 {
-			return errors.New("it presented no certificate")
-		}
-		opts := x509.VerifyOptions{Roots: pool, Intermediates: x509.NewCertPool(),
-			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-		for _, c := range cs.PeerCertificates[1:] {
-			opts.Intermediates.AddCert(c)
-		}
-		if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-			return fmt.Errorf("its certificate: %w", err)
-		}
-		return named(cs)
-	}
-	server = &tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-		addr := hello.Conn.RemoteAddr()
-		return &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: pair.GetCertificate,
-			NextProtos: []string{"h2", "http/1.1"}, ClientAuth: tls.RequestClientCert,
-			VerifyConnection: func(cs tls.ConnectionState) error {
-				err := verifyClient(cs)
-				if err != nil && refused != nil {
-					refused(addr, err)
-				}
-				return err
-			}}, nil
-	}}
+	server = &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: pair.GetCertificate,
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, VerifyConnection: named}
 	client = &tls.Config{MinVersion: tls.VersionTLS13, GetClientCertificate: pair.GetClientCertificate,
 		RootCAs: pool, VerifyConnection: named}
 	return server, client, nil
