@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 
@@ -41,9 +42,15 @@ func (t TLSConfig) validate(at string) error {
 		}
 		return nil
 	}
-	for _, f := range []struct{ key, path string }{{"ca", t.CA}, {"cert", t.Cert}, {"key", t.Key}} {
+	files := []struct{ key, path string }{{"ca", t.CA}, {"cert", t.Cert}, {"key", t.Key}}
+	for _, f := range files {
 		if f.path == "" {
 			return fmt.Errorf("%s.%s: empty; TLS needs ca, cert and key", at, f.key)
+		}
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s.%s: %w", at, f.key, err)
 		}
 	}
 	for _, n := range t.Names {
