@@ -3,7 +3,11 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +28,40 @@ import (
 	"github.com/acktor/acktor/source"
 )
 
+// tlsClientEnv, when set to a cluster config (JSON), makes
+// TestTLSClientChild the remote client process of TestMutualTLS.
+const tlsClientEnv = "ACKTOR_TLS_CLIENT"
+
+// TestTLSClientChild is not a test of its own: run by TestMutualTLS as a
+// process, it dials the cluster, fails a root of its own and prints what
+// it heard of it, or why it could not dial.
+func TestTLSClientChild(t *testing.T) {
+	text := os.Getenv(tlsClientEnv)
+	if text == "" {
+		t.Skip("the remote client process of TestMutualTLS")
+	}
+	var cfg cluster.Config
+	if err := json.Unmarshal([]byte(text), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	cl, err := Dial(cfg, Options{Ackers: 3}, 3*time.Second, quiet)
+	if err != nil {
+		fmt.Println("dial:", err)
+		return
+	}
+	defer cl.Close()
+	id, err := cl.Begin(cl.TupleID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Fail(id); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("event:", next(t, cl, 1)[id].Reason)
+}
+
 // syncBuffer is a log a test reads while the cluster writes it.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -42,11 +80,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestMutualTLS: a member with cluster.tls takes a remote client whose
-// certificate the cluster's authority signed, which tracks its roots; a
-// client with another authority's certificate or with none finds no member,
-// the refusal is logged once with its address, and a gRPC connection to the
-// member's remote without a good certificate gets no answer.
+// TestMutualTLS: a member with cluster.tls takes a remote client process
+// whose certificate the cluster's authority signed, which tracks its roots;
+// a client process with another authority's certificate or with none finds
+// no member, the refusal is logged once with its address, and a gRPC
+// connection to the member's remote without a good certificate gets no
+// answer.
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	member := testserver.Certs(t, dir, "member")
@@ -89,31 +128,25 @@ func TestMutualTLS(t *testing.T) {
 	}
 	addr := fmt.Sprintf("%s:%d", host, port)
 
-	quiet := logrus.New()
-	quiet.SetOutput(&syncBuffer{})
 	for _, tc := range []struct {
 		name  string
 		files *testserver.TLSFiles
-	}{{"another authority", &stranger}, {"no TLS", nil}} {
-		if cl, err := Dial(config(tc.files), Options{Ackers: 3}, 2*time.Second, quiet); err == nil {
-			_ = cl.Close()
-			t.Fatalf("a client with %s joined", tc.name)
+		want  string
+	}{
+		{"another authority", &stranger, "dial: client: no member hosting ackers found"},
+		{"no TLS", nil, "dial: client: no member hosting ackers found"},
+		{"the cluster's authority", &member, "event: failed"},
+	} {
+		cfg, err := json.Marshal(config(tc.files))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	cl, err := Dial(config(&member), Options{Ackers: 3}, 10*time.Second, quiet)
-	if err != nil {
-		t.Fatalf("a client with the cluster's certificate: %v", err)
-	}
-	defer cl.Close()
-	id, err := cl.Begin(cl.TupleID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Fail(id); err != nil {
-		t.Fatal(err)
-	}
-	if e := next(t, cl, 1)[id]; e.Reason != "failed" {
-		t.Fatalf("the root's event: %+v", e)
+		child := exec.Command(os.Args[0], "-test.run", "^TestTLSClientChild$")
+		child.Env = append(os.Environ(), tlsClientEnv+"="+string(cfg))
+		out, err := child.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tc.want) {
+			t.Fatalf("a client process with %s: %v, want %q:\n%s", tc.name, err, tc.want, out)
+		}
 	}
 
 	// The remote's gRPC itself, dialled directly.
