@@ -650,7 +650,7 @@ const stopWait = 5 * time.Second
 type reporter struct {
 	mu      sync.Mutex
 	tasks   map[uint32]*messages.TaskReport
-	states  map[uint32]*messages.SpoutState // of spout tasks that moved
+	states  map[uint32]*messages.SpoutState // of spout tasks: handed over as they moved, or their checkpoints
 	restart map[uint32]bool                 // moved spout tasks to start again
 	moved   chan struct{}                   // a spout task moved: start it again
 	total   map[uint32]int64
@@ -692,6 +692,9 @@ func (r *reporter) receive(ctx actor.Context) {
 	prev := r.tasks[m.Task]
 	if prev != nil && prev.Done {
 		return
+	}
+	if m.Checkpoint != nil { // newer than what the task handed over when it last moved
+		r.states[m.Task], m.Checkpoint = m.Checkpoint, nil
 	}
 	r.tasks[m.Task] = m
 	if _, seen := r.errs[m.Task]; m.Error != "" && !seen {

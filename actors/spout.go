@@ -54,8 +54,9 @@ type spoutTask struct {
 	fwd      *forwarder        // set once the task moved to another member
 	// unsubscribe ends the task's watch on the membership: a member that
 	// dies fails the roots in flight (memberDied).
-	unsubscribe func()
-	deaths      map[string]bool // the members whose death failed the roots already
+	unsubscribe  func()
+	deaths       map[string]bool // the members whose death failed the roots already
+	checkpointed time.Time       // when the last checkpoint went to the reporter
 	// scope is what root content ids derive from besides the root's id:
 	// the task, or for a source with GlobalIDs its component's first task,
 	// the same whichever task a broker hands the root to.
@@ -360,6 +361,12 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	if s.settled = s.core.Start(redelivers, s.settled[:0]); len(s.settled) > 0 {
 		s.settle()
 	}
+	if m.State.GetCheckpoint() && s.core.Len() > 0 { // their trees may have died with the member
+		s.env.log.Warnf("spout %s/%d: started again from its checkpoint; replaying the %d roots it had in flight",
+			s.info.Component, s.info.Index, s.core.Len())
+		s.settled = s.core.FailAll("started again from its checkpoint", s.settled[:0])
+		s.settle()
+	}
 	if s.finished {
 		return
 	}
@@ -614,6 +621,16 @@ func (s *spoutTask) report() {
 		return
 	}
 	r := s.snapshot()
+	// A report of a task over a seekable source (a file, the generator)
+	// carries a checkpoint, where it is and which roots are in flight:
+	// should its member die, the task starts again elsewhere from there and
+	// replays those roots, so a crash re-reads at most a report interval of
+	// its input besides what was in flight. A broker's source keeps its own
+	// committed position.
+	if _, ok := s.src.(source.Seeker); ok && !s.finished {
+		r.Checkpoint = s.state()
+		r.Checkpoint.Checkpoint = true
+	}
 	s.root.Send(s.reporter, r)
 }
 

@@ -722,17 +722,20 @@ func (x *StartSpout) GetStop() bool {
 // SpoutState is a spout task's state as it moves to another member: its
 // source's position, its springId sequence and its pending roots (columns).
 type SpoutState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Position      uint64                 `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
-	Seekable      bool                   `protobuf:"varint,3,opt,name=seekable,proto3" json:"seekable,omitempty"` // position is valid (the source is a Seeker)
-	Exhausted     bool                   `protobuf:"varint,4,opt,name=exhausted,proto3" json:"exhausted,omitempty"`
-	SpringIds     []uint64               `protobuf:"fixed64,5,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
-	RootIds       []uint64               `protobuf:"fixed64,6,rep,packed,name=root_ids,json=rootIds,proto3" json:"root_ids,omitempty"`
-	Times         []int64                `protobuf:"varint,7,rep,packed,name=times,proto3" json:"times,omitempty"`
-	Deadlines     []int64                `protobuf:"varint,8,rep,packed,name=deadlines,proto3" json:"deadlines,omitempty"`
-	Attempts      []int32                `protobuf:"varint,9,rep,packed,name=attempts,proto3" json:"attempts,omitempty"`
-	Report        *TaskReport            `protobuf:"bytes,10,opt,name=report,proto3" json:"report,omitempty"` // its counters so far
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Seq       uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Position  uint64                 `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+	Seekable  bool                   `protobuf:"varint,3,opt,name=seekable,proto3" json:"seekable,omitempty"` // position is valid (the source is a Seeker)
+	Exhausted bool                   `protobuf:"varint,4,opt,name=exhausted,proto3" json:"exhausted,omitempty"`
+	SpringIds []uint64               `protobuf:"fixed64,5,rep,packed,name=spring_ids,json=springIds,proto3" json:"spring_ids,omitempty"`
+	RootIds   []uint64               `protobuf:"fixed64,6,rep,packed,name=root_ids,json=rootIds,proto3" json:"root_ids,omitempty"`
+	Times     []int64                `protobuf:"varint,7,rep,packed,name=times,proto3" json:"times,omitempty"`
+	Deadlines []int64                `protobuf:"varint,8,rep,packed,name=deadlines,proto3" json:"deadlines,omitempty"`
+	Attempts  []int32                `protobuf:"varint,9,rep,packed,name=attempts,proto3" json:"attempts,omitempty"`
+	Report    *TaskReport            `protobuf:"bytes,10,opt,name=report,proto3" json:"report,omitempty"` // its counters so far
+	// checkpoint: taken while the task ran, not handed over as it moved: the
+	// task may have died since, its roots in flight with it, so they replay
+	Checkpoint    bool `protobuf:"varint,11,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -835,6 +838,13 @@ func (x *SpoutState) GetReport() *TaskReport {
 		return x.Report
 	}
 	return nil
+}
+
+func (x *SpoutState) GetCheckpoint() bool {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return false
 }
 
 // SpoutMoved goes from a spout task that moves to its run's reporter, which
@@ -1391,8 +1401,11 @@ type TaskReport struct {
 	// log-linear buckets of microseconds (actors/latency.go), trailing zeros cut
 	Latency          []uint64 `protobuf:"varint,15,rep,packed,name=latency,proto3" json:"latency,omitempty"`
 	LatencySumMicros uint64   `protobuf:"varint,16,opt,name=latency_sum_micros,json=latencySumMicros,proto3" json:"latency_sum_micros,omitempty"` // spout: the sum of those latencies
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// spout over a seekable source: where to start again should its member
+	// die (every second or so)
+	Checkpoint    *SpoutState `protobuf:"bytes,17,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskReport) Reset() {
@@ -1535,6 +1548,13 @@ func (x *TaskReport) GetLatencySumMicros() uint64 {
 		return x.LatencySumMicros
 	}
 	return 0
+}
+
+func (x *TaskReport) GetCheckpoint() *SpoutState {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
 }
 
 // AckerStatsRequest asks an acker for its counters; it answers AckerStats.
@@ -2268,7 +2288,7 @@ const file_acktor_proto_rawDesc = "" +
 	"StartSpout\x12'\n" +
 	"\breporter\x18\x01 \x01(\v2\v.acktor.PidR\breporter\x12(\n" +
 	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\x12\x12\n" +
-	"\x04stop\x18\x03 \x01(\bR\x04stop\"\xaa\x02\n" +
+	"\x04stop\x18\x03 \x01(\bR\x04stop\"\xca\x02\n" +
 	"\n" +
 	"SpoutState\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
@@ -2282,7 +2302,10 @@ const file_acktor_proto_rawDesc = "" +
 	"\tdeadlines\x18\b \x03(\x03R\tdeadlines\x12\x1a\n" +
 	"\battempts\x18\t \x03(\x05R\battempts\x12*\n" +
 	"\x06report\x18\n" +
-	" \x01(\v2\x12.acktor.TaskReportR\x06report\"J\n" +
+	" \x01(\v2\x12.acktor.TaskReportR\x06report\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\v \x01(\bR\n" +
+	"checkpoint\"J\n" +
 	"\n" +
 	"SpoutMoved\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12(\n" +
@@ -2325,7 +2348,7 @@ const file_acktor_proto_rawDesc = "" +
 	"JobRequest\"\x1d\n" +
 	"\aJobText\x12\x12\n" +
 	"\x04yaml\x18\x01 \x01(\tR\x04yaml\"\x11\n" +
-	"\x0fProgressRequest\"\xcd\x03\n" +
+	"\x0fProgressRequest\"\x81\x04\n" +
 	"\n" +
 	"TaskReport\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12\x12\n" +
@@ -2344,7 +2367,10 @@ const file_acktor_proto_rawDesc = "" +
 	"\x05error\x18\r \x01(\tR\x05error\x12\x14\n" +
 	"\x05total\x18\x0e \x01(\x03R\x05total\x12\x18\n" +
 	"\alatency\x18\x0f \x03(\x04R\alatency\x12,\n" +
-	"\x12latency_sum_micros\x18\x10 \x01(\x04R\x10latencySumMicros\"\x13\n" +
+	"\x12latency_sum_micros\x18\x10 \x01(\x04R\x10latencySumMicros\x122\n" +
+	"\n" +
+	"checkpoint\x18\x11 \x01(\v2\x12.acktor.SpoutStateR\n" +
+	"checkpoint\"\x13\n" +
 	"\x11AckerStatsRequest\"\x82\x04\n" +
 	"\n" +
 	"AckerStats\x12\x0e\n" +
@@ -2472,13 +2498,14 @@ var file_acktor_proto_depIdxs = []int32{
 	8,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
 	14, // 7: acktor.CounterState.sketches:type_name -> acktor.SketchPane
 	8,  // 8: acktor.Drain.reporter:type_name -> acktor.Pid
-	27, // 9: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
-	8,  // 10: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	10, // 9: acktor.TaskReport.checkpoint:type_name -> acktor.SpoutState
+	27, // 10: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	8,  // 11: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_acktor_proto_init() }
