@@ -66,6 +66,12 @@ type Config struct {
 	MailboxSize int
 	// ReportEvery is how often tasks report progress.
 	ReportEvery time.Duration
+	// MembershipLag is how long after one member learns of a death the
+	// others may still not know (cluster.Config.MembershipLag): a spout
+	// task replays its roots in flight that long after it learns, so that
+	// their replays are not sent to the dead member by one that has not
+	// heard yet. 0 replays them at once.
+	MembershipLag time.Duration
 	// Seed seeds the tuple id generators (per task).
 	Seed uint64
 	// Clock tells the time to spout deadlines; nil means time.Now.

@@ -202,6 +202,14 @@ func (s *spoutTask) died(m *memberDied) {
 	if n == 0 {
 		return
 	}
+	if lag := s.env.cfg.MembershipLag; lag > 0 { // replayed now, they could go to the dead member through one that has not heard
+		var ids []uint64
+		s.core.Each(func(id uint64, _ tracker.PendingRoot) { ids = append(ids, id) })
+		s.core.Hasten(ids, now.Add(lag).UnixNano())
+		s.env.log.Warnf("spout %s/%d: member %s died; replaying the %d roots in flight in %v, once every member knows, not at their deadline",
+			s.info.Component, s.info.Index, m.addr, n, lag)
+		return
+	}
 	s.settled = s.core.FailAll(fmt.Sprintf("member %s died", m.addr), s.settled[:0])
 	s.env.log.Warnf("spout %s/%d: member %s died; replaying the %d roots in flight now, not at their deadline", s.info.Component, s.info.Index, m.addr, n)
 	s.settle()

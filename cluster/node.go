@@ -99,6 +99,20 @@ func DefaultConfig() Config {
 		Etcd:        EtcdConfig{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/acktor", DialTimeout: 5 * time.Second}}
 }
 
+// MembershipLag is how long after one member learns that another died the
+// others may still not know: the automanaged provider's refresh (each
+// member polls on its own), about half a second with etcd (its watch tells
+// every member at once), none for a cluster of one process.
+func (c Config) MembershipLag() time.Duration {
+	switch c.Provider {
+	case "automanaged":
+		return c.Automanaged.Refresh
+	case "etcd":
+		return 500 * time.Millisecond
+	}
+	return 0
+}
+
 // Validate names the first field in error, as the config file spells it.
 func (c Config) Validate() error {
 	switch {
