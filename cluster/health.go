@@ -60,7 +60,10 @@ func newHealthProvider(cfg AutomanagedConfig, name, host string, client bool, mt
 	if mtls != nil {
 		dial = mtls.client
 	}
-	timeout := min(cfg.Refresh, 2*time.Second) // a peer slower than a refresh to answer counts as gone
+	// A dead peer refuses the connection at once; one that is merely busy
+	// (a collection, a starved CPU) gets as long as the library's provider
+	// gave it before it counts as gone.
+	const timeout = 2 * time.Second
 	p := &healthProvider{name: name, cfg: cfg, log: log, scheme: "http",
 		client: &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: dial,
 			DialContext: (&net.Dialer{Timeout: timeout}).DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}}
@@ -73,6 +76,7 @@ func newHealthProvider(cfg AutomanagedConfig, name, host string, client bool, mt
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, fmt.Sprint(cfg.Port)))
 	if err != nil {
+		p.stop()
 		return nil, fmt.Errorf("cluster.automanaged.port: %w", err)
 	}
 	if mtls != nil {
@@ -84,9 +88,9 @@ func newHealthProvider(cfg AutomanagedConfig, name, host string, client bool, mt
 	return p, nil
 }
 
-// debugWriter writes the health server's own log (a peer's failed TLS
-// handshake, chiefly: a refused certificate is logged once as a warning by
-// the TLS config) at debug level.
+// debugWriter writes the health server's own log at debug level (a peer
+// that failed the TLS handshake is logged once, as a warning, by the
+// listener).
 type debugWriter struct{ log *logrus.Logger }
 
 func (d debugWriter) Write(p []byte) (int, error) {
@@ -149,6 +153,7 @@ func (p *healthProvider) Shutdown(bool) error {
 			}
 		}
 		p.wg.Wait()
+		p.client.CloseIdleConnections()
 	})
 	return nil
 }
