@@ -19,6 +19,12 @@ type counted interface{ counter() *Counter }
 
 func (k *Counter) counter() *Counter { return k }
 
+// take makes c's state k's; c is not to be used after.
+func (k *Counter) take(c *Counter) {
+	k.o, k.w, k.seen, k.sk = c.o, c.w, c.seen, c.sk
+	k.st.Applied, k.st.Duplicates, k.st.Late, k.st.Refused = c.st.Applied, c.st.Duplicates, c.st.Late, c.st.Refused
+}
+
 // parts cuts a counter task's state into CounterStates of about
 // counterStateBytes each.
 type parts struct {

@@ -46,6 +46,9 @@ type processorTask struct {
 	// its tuples' array (ts) are then reused.
 	reuse bool
 	ts    []Tuple
+
+	rep     *replica // a counter task's standby
+	decided bool     // whether the task starts from a moved state, its standby's or none
 }
 
 func (p *processorTask) Receive(ctx actor.Context) {
@@ -60,10 +63,18 @@ func (p *processorTask) Receive(ctx actor.Context) {
 			return
 		}
 	}
+	switch ctx.Message().(type) {
+	case *messages.TupleBatch, *messages.Drain, *messages.CounterQuery:
+		if !p.decided && p.col != nil { // not moved here (Incoming comes first): restarted, or new
+			p.decided = true
+			p.takeOver()
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		p.init(ctx, m)
 	case *grain.Incoming:
+		p.decided = true // its state comes from its earlier activation
 		if _, ok := p.user.(counted); ok && !p.awaiting {
 			p.awaiting = true
 			scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(MoveGrace, ctx.Self(), &stateLate{})
@@ -99,6 +110,8 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		if m.Last && p.awaiting {
 			p.release()
 		}
+	case *messages.StandbyApplied:
+		p.applied(m)
 	case *flushAcks:
 		p.ackTimer = false
 		if p.col != nil {
@@ -183,11 +196,15 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 		p.env.log.WithError(err).Errorf("processor %s/%d: dropped a malformed batch; its roots will time out", p.info.Component, p.info.Index)
 		return
 	}
+	rep := p.standby()
+	if rep != nil {
+		rep.capturing = true
+	}
 	for i := range ts {
 		p.process(&ts[i])
 	}
 	p.st.Processed += uint64(len(ts))
-	if p.reuse && allDone(ts) {
+	if p.reuse && allDone(ts) && rep == nil { // a batch sent to the standby is not the task's to reuse
 		p.ts = ts[:0]
 		p.env.recycle.doneTuples(m)
 	} else {
@@ -195,7 +212,13 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 	}
 	p.col.flushTuples()
 	p.col.flushFails() // replays start sooner
-	p.holdAcks()
+	if rep != nil {
+		p.col.flushAcks() // into rep.current
+		rep.capturing = false
+		p.replicate(rep, m)
+	} else {
+		p.holdAcks()
+	}
 	p.reportSoon()
 }
 
@@ -210,6 +233,9 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 	}
 	if p.col != nil {
 		p.col.flush()
+	}
+	if p.rep != nil { // the state goes to the new activation
+		p.releaseHeld(p.rep.seq)
 	}
 	if c, ok := p.user.(counted); ok { // one part at a time: a remote batch carries at most one
 		c.counter().export(counterStateBytes, func(st *messages.CounterState) {
@@ -343,6 +369,10 @@ func (p *processorTask) sendTuples(target uint32, b *messages.TupleBatch) {
 }
 
 func (p *processorTask) sendAcks(acker int, m *messages.AckBatch) {
+	if p.rep != nil && p.rep.capturing { // until the standby has the batch
+		p.rep.current = append(p.rep.current, ackTo{acker, m})
+		return
+	}
 	p.toAcker(acker, m)
 }
 

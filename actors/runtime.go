@@ -169,6 +169,7 @@ type env struct {
 	topoOnce  sync.Once
 	maxAckers atomic.Int32 // the most ackers there have been
 	setMu     sync.Mutex   // serialises SetAckers
+	standbys  sync.Map     // counter task identity → the PID of its standby on this member
 }
 
 func (e *env) tracking() bool { return e.cfg.Ackers > 0 }
@@ -354,7 +355,8 @@ func (s logSink) DeadLetter(d DeadLetter) {
 func (rt *Runtime) Kinds() []*cluster.Kind {
 	counter := cluster.NewKind(KindCounter, actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: rt.env} },
 		rt.env.stages.props(KindCounter, actor.Unbounded)...))
-	return append(rt.WorkerKinds(), counter)
+	standby := cluster.NewKind(KindStandby, actor.PropsFromProducer(func() actor.Actor { return &standbyTask{env: rt.env} }))
+	return append(rt.WorkerKinds(), counter, standby)
 }
 
 // WorkerKinds are the kinds of the stateless tasks (spout tasks, processor

@@ -191,19 +191,35 @@ func newRendezvous(ms []*pcluster.Member) *rendezvous {
 	return r
 }
 
+// owner is the member of kind's identity. That of a standby kind
+// (StandbyKind) is the runner-up of its kind's identity: the member that
+// owns the identity once its owner is gone, so that a grain's new activation
+// finds its standby beside it; "" with a single member.
 func (r *rendezvous) owner(kind, identity string) string {
+	base, standby := grain.StandbyOf(kind)
 	h := fnv64(identity)
-	best, owner := uint64(0), ""
+	var best, second uint64
+	owner, runnerUp := "", ""
 	for _, m := range r.members {
-		if !hasKind(m.kinds, kind) {
+		if !hasKind(m.kinds, base) || (standby && !hasKind(m.kinds, kind)) {
 			continue
 		}
-		if s := mix.Splitmix64(h ^ m.seed); owner == "" || s > best {
+		switch s := mix.Splitmix64(h ^ m.seed); {
+		case owner == "" || s > best:
+			second, runnerUp = best, owner
 			best, owner = s, m.addr
+		case runnerUp == "" || s > second:
+			second, runnerUp = s, m.addr
 		}
+	}
+	if standby {
+		return runnerUp
 	}
 	return owner
 }
+
+// Owner is where identity of kind lives (grain.Owners).
+func (p *placement) Owner(kind, identity string) string { return p.rdv.Load().owner(kind, identity) }
 
 func hasKind(kinds []string, k string) bool {
 	for _, x := range kinds {
@@ -376,7 +392,7 @@ func Owner(c *pcluster.Cluster, kind, identity string) string {
 	if !ok {
 		return ""
 	}
-	return p.rdv.Load().owner(kind, identity)
+	return p.Owner(kind, identity)
 }
 
 // JobKind is the kind a member that carries job registers (never

@@ -220,3 +220,36 @@ func TestPlacementMovedGrainHearsIncomingFirst(t *testing.T) {
 	})
 	t.Logf("%d of 60 grains moved to the member that joined", moved)
 }
+
+// TestPlacementStandbyIsTheRunnerUp: a standby kind's grain lives on the
+// member that owns the grain once its owner is gone, never on the owner;
+// a single member has no standby.
+func TestPlacementStandbyIsTheRunnerUp(t *testing.T) {
+	kinds := []string{"counter", grain.StandbyKind("counter")}
+	for members := 1; members <= 5; members++ {
+		var ms []*pcluster.Member
+		for i := range int32(members) {
+			ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: 9100 + i, Id: fmt.Sprint(i), Kinds: kinds})
+		}
+		r := newRendezvous(ms)
+		for n := range 500 {
+			id := fmt.Sprintf("zones/%d", n)
+			owner, standby := r.owner("counter", id), r.owner(grain.StandbyKind("counter"), id)
+			if members == 1 {
+				if standby != "" {
+					t.Fatalf("one member: standby of %s on %s", id, standby)
+				}
+				continue
+			}
+			var rest []*pcluster.Member
+			for _, m := range ms {
+				if m.Address() != owner {
+					rest = append(rest, m)
+				}
+			}
+			if next := newRendezvous(rest).owner("counter", id); standby == owner || standby != next {
+				t.Fatalf("%d members: %s owned by %s, standby on %s, owner without it %s", members, id, owner, standby, next)
+			}
+		}
+	}
+}

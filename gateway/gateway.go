@@ -237,6 +237,8 @@ type Status struct {
 	Ackers   []AckerStatus `json:"ackers"`
 	Run      *RunStatus    `json:"run,omitempty"` // on the member that drives the run
 	Counters []string      `json:"counters"`      // counter components, for /api/counters
+	// CounterTasks are where the counter tasks and their standbys live.
+	CounterTasks []actors.CounterTask `json:"counter_tasks"`
 	// Stages is this member's load per stage with the M/M/c model beside
 	// it (actors.Runtime.Stages).
 	Stages    []actors.Stage `json:"stages"`
@@ -302,6 +304,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 		st.Run = runStatus(p)
 	}
 	st.Counters = s.rt.Topology().Counters()
+	st.CounterTasks = s.rt.CounterTasks(s.c)
 	st.Stages = s.rt.Stages()
 	writeJSON(w, http.StatusOK, st)
 }

@@ -31,6 +31,10 @@ type KafkaConfig struct {
 	StopAtEnd bool       `yaml:"stop_at_end"`
 	TLS       TLSConfig  `yaml:"tls"`
 	SASL      SASLConfig `yaml:"sasl"`
+	// SessionTimeout is how long the group waits for a member that stopped
+	// answering (one that died) before it gives its partitions to the
+	// others: until then their records wait. 0: the client's default, 45 s.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
 }
 
 // JetStreamConfig is job.jetstream: a durable pull consumer of a stream,
@@ -131,6 +135,8 @@ func (k KafkaConfig) validate() error {
 		return setting("job.kafka.topics", ": empty; name the topics to consume")
 	case k.Group == "":
 		return setting("job.kafka.group", ": empty; name the consumer group (its committed offsets are where a restarted job resumes)")
+	case k.SessionTimeout < 0 || (k.SessionTimeout > 0 && k.SessionTimeout < time.Second):
+		return setting("job.kafka.session_timeout", " %v: want 0 (the client's default, 45s) or at least 1s", k.SessionTimeout)
 	}
 	switch strings.ToLower(k.SASL.Mechanism) {
 	case "", "plain", "scram-sha-256", "scram-sha-512":
@@ -183,6 +189,9 @@ func kafkaSource(k KafkaConfig, onError func(error)) (source.Factory, error) {
 		case "scram-sha-512":
 			opts = append(opts, kgo.SASL(scram.Auth{User: k.SASL.User, Pass: pass}.AsSha512Mechanism()))
 		}
+	}
+	if k.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(k.SessionTimeout))
 	}
 	cfg := kafka.Config{Brokers: k.Brokers, Topics: k.Topics, Group: k.Group, StopAtEnd: k.StopAtEnd, Opts: opts, OnError: onError}
 	if err := cfg.Validate(); err != nil {

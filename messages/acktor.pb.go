@@ -1133,6 +1133,154 @@ func (x *CounterState) GetLast() bool {
 	return false
 }
 
+// StandbyBatch goes from a counter task to its standby (the replica on the
+// member that takes the task should its member die): an input batch the
+// task applied, numbered; the task holds the batch's acks until the standby
+// has applied it too.
+type StandbyBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Batch         *TupleBatch            `protobuf:"bytes,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StandbyBatch) Reset() {
+	*x = StandbyBatch{}
+	mi := &file_acktor_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StandbyBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StandbyBatch) ProtoMessage() {}
+
+func (x *StandbyBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StandbyBatch.ProtoReflect.Descriptor instead.
+func (*StandbyBatch) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *StandbyBatch) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *StandbyBatch) GetBatch() *TupleBatch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+// StandbyApplied answers StandbyBatch: every batch up to seq is applied
+// (seq 0 with need_snapshot: the standby holds no state to apply it to).
+type StandbyApplied struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	NeedSnapshot  bool                   `protobuf:"varint,2,opt,name=need_snapshot,json=needSnapshot,proto3" json:"need_snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StandbyApplied) Reset() {
+	*x = StandbyApplied{}
+	mi := &file_acktor_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StandbyApplied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StandbyApplied) ProtoMessage() {}
+
+func (x *StandbyApplied) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StandbyApplied.ProtoReflect.Descriptor instead.
+func (*StandbyApplied) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *StandbyApplied) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *StandbyApplied) GetNeedSnapshot() bool {
+	if x != nil {
+		return x.NeedSnapshot
+	}
+	return false
+}
+
+// StandbyReset starts a standby afresh, before the counter task sends it
+// its state as CounterState parts.
+type StandbyReset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StandbyReset) Reset() {
+	*x = StandbyReset{}
+	mi := &file_acktor_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StandbyReset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StandbyReset) ProtoMessage() {}
+
+func (x *StandbyReset) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StandbyReset.ProtoReflect.Descriptor instead.
+func (*StandbyReset) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{15}
+}
+
 // SketchPane is one key's sketch of one pane (its first time, unix ns) as
 // a counter task moves: a HyperLogLog of its distinct values or a Bloom
 // filter of the values it saw (sketch's MarshalBinary).
@@ -1148,7 +1296,7 @@ type SketchPane struct {
 
 func (x *SketchPane) Reset() {
 	*x = SketchPane{}
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1308,7 @@ func (x *SketchPane) String() string {
 func (*SketchPane) ProtoMessage() {}
 
 func (x *SketchPane) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1321,7 @@ func (x *SketchPane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SketchPane.ProtoReflect.Descriptor instead.
 func (*SketchPane) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{13}
+	return file_acktor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SketchPane) GetKey() string {
@@ -1216,7 +1364,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1376,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1389,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{14}
+	return file_acktor_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Drain) GetFromTask() uint32 {
@@ -1267,7 +1415,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1427,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1440,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{15}
+	return file_acktor_proto_rawDescGZIP(), []int{18}
 }
 
 // JobText is a member's job: the settings every member must carry alike,
@@ -1306,7 +1454,7 @@ type JobText struct {
 
 func (x *JobText) Reset() {
 	*x = JobText{}
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1466,7 @@ func (x *JobText) String() string {
 func (*JobText) ProtoMessage() {}
 
 func (x *JobText) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1479,7 @@ func (x *JobText) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobText.ProtoReflect.Descriptor instead.
 func (*JobText) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{16}
+	return file_acktor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JobText) GetYaml() string {
@@ -1351,7 +1499,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1511,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1524,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{17}
+	return file_acktor_proto_rawDescGZIP(), []int{20}
 }
 
 // TaskReport is what a spout or processor task tells the reporter, now and
@@ -1410,7 +1558,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1570,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1583,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{18}
+	return file_acktor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskReport) GetTask() uint32 {
@@ -1566,7 +1714,7 @@ type AckerStatsRequest struct {
 
 func (x *AckerStatsRequest) Reset() {
 	*x = AckerStatsRequest{}
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1578,7 +1726,7 @@ func (x *AckerStatsRequest) String() string {
 func (*AckerStatsRequest) ProtoMessage() {}
 
 func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1591,7 +1739,7 @@ func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStatsRequest.ProtoReflect.Descriptor instead.
 func (*AckerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{19}
+	return file_acktor_proto_rawDescGZIP(), []int{22}
 }
 
 type AckerStats struct {
@@ -1620,7 +1768,7 @@ type AckerStats struct {
 
 func (x *AckerStats) Reset() {
 	*x = AckerStats{}
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1780,7 @@ func (x *AckerStats) String() string {
 func (*AckerStats) ProtoMessage() {}
 
 func (x *AckerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1793,7 @@ func (x *AckerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStats.ProtoReflect.Descriptor instead.
 func (*AckerStats) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{20}
+	return file_acktor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AckerStats) GetId() string {
@@ -1792,7 +1940,7 @@ type AckerSet struct {
 
 func (x *AckerSet) Reset() {
 	*x = AckerSet{}
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +1952,7 @@ func (x *AckerSet) String() string {
 func (*AckerSet) ProtoMessage() {}
 
 func (x *AckerSet) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +1965,7 @@ func (x *AckerSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerSet.ProtoReflect.Descriptor instead.
 func (*AckerSet) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{21}
+	return file_acktor_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AckerSet) GetVersion() uint64 {
@@ -1859,7 +2007,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_acktor_proto_msgTypes[22]
+	mi := &file_acktor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2019,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[22]
+	mi := &file_acktor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2032,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{22}
+	return file_acktor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Handover) GetSpringIds() []uint64 {
@@ -1951,7 +2099,7 @@ type CounterQuery struct {
 
 func (x *CounterQuery) Reset() {
 	*x = CounterQuery{}
-	mi := &file_acktor_proto_msgTypes[23]
+	mi := &file_acktor_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2111,7 @@ func (x *CounterQuery) String() string {
 func (*CounterQuery) ProtoMessage() {}
 
 func (x *CounterQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[23]
+	mi := &file_acktor_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2124,7 @@ func (x *CounterQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
 func (*CounterQuery) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{23}
+	return file_acktor_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CounterQuery) GetKeys() []string {
@@ -2040,7 +2188,7 @@ type CounterResult struct {
 
 func (x *CounterResult) Reset() {
 	*x = CounterResult{}
-	mi := &file_acktor_proto_msgTypes[24]
+	mi := &file_acktor_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2052,7 +2200,7 @@ func (x *CounterResult) String() string {
 func (*CounterResult) ProtoMessage() {}
 
 func (x *CounterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[24]
+	mi := &file_acktor_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2065,7 +2213,7 @@ func (x *CounterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
 func (*CounterResult) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{24}
+	return file_acktor_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CounterResult) GetKeys() []string {
@@ -2193,7 +2341,7 @@ type MemberEvacuated struct {
 
 func (x *MemberEvacuated) Reset() {
 	*x = MemberEvacuated{}
-	mi := &file_acktor_proto_msgTypes[25]
+	mi := &file_acktor_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2353,7 @@ func (x *MemberEvacuated) String() string {
 func (*MemberEvacuated) ProtoMessage() {}
 
 func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[25]
+	mi := &file_acktor_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2366,7 @@ func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberEvacuated.ProtoReflect.Descriptor instead.
 func (*MemberEvacuated) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{25}
+	return file_acktor_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MemberEvacuated) GetAddress() string {
@@ -2334,7 +2482,14 @@ const file_acktor_proto_rawDesc = "" +
 	"\vrepeat_keys\x18\r \x03(\tR\n" +
 	"repeatKeys\x12#\n" +
 	"\rrepeat_counts\x18\x0e \x03(\x04R\frepeatCounts\x12\x12\n" +
-	"\x04last\x18\x0f \x01(\bR\x04last\"Z\n" +
+	"\x04last\x18\x0f \x01(\bR\x04last\"J\n" +
+	"\fStandbyBatch\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12(\n" +
+	"\x05batch\x18\x02 \x01(\v2\x12.acktor.TupleBatchR\x05batch\"G\n" +
+	"\x0eStandbyApplied\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12#\n" +
+	"\rneed_snapshot\x18\x02 \x01(\bR\fneedSnapshot\"\x0e\n" +
+	"\fStandbyReset\"Z\n" +
 	"\n" +
 	"SketchPane\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
@@ -2457,7 +2612,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -2473,39 +2628,43 @@ var file_acktor_proto_goTypes = []any{
 	(*SpoutMoved)(nil),        // 11: acktor.SpoutMoved
 	(*ProcessorState)(nil),    // 12: acktor.ProcessorState
 	(*CounterState)(nil),      // 13: acktor.CounterState
-	(*SketchPane)(nil),        // 14: acktor.SketchPane
-	(*Drain)(nil),             // 15: acktor.Drain
-	(*JobRequest)(nil),        // 16: acktor.JobRequest
-	(*JobText)(nil),           // 17: acktor.JobText
-	(*ProgressRequest)(nil),   // 18: acktor.ProgressRequest
-	(*TaskReport)(nil),        // 19: acktor.TaskReport
-	(*AckerStatsRequest)(nil), // 20: acktor.AckerStatsRequest
-	(*AckerStats)(nil),        // 21: acktor.AckerStats
-	(*AckerSet)(nil),          // 22: acktor.AckerSet
-	(*Handover)(nil),          // 23: acktor.Handover
-	(*CounterQuery)(nil),      // 24: acktor.CounterQuery
-	(*CounterResult)(nil),     // 25: acktor.CounterResult
-	(*MemberEvacuated)(nil),   // 26: acktor.MemberEvacuated
-	nil,                       // 27: acktor.Handover.ClientsEntry
+	(*StandbyBatch)(nil),      // 14: acktor.StandbyBatch
+	(*StandbyApplied)(nil),    // 15: acktor.StandbyApplied
+	(*StandbyReset)(nil),      // 16: acktor.StandbyReset
+	(*SketchPane)(nil),        // 17: acktor.SketchPane
+	(*Drain)(nil),             // 18: acktor.Drain
+	(*JobRequest)(nil),        // 19: acktor.JobRequest
+	(*JobText)(nil),           // 20: acktor.JobText
+	(*ProgressRequest)(nil),   // 21: acktor.ProgressRequest
+	(*TaskReport)(nil),        // 22: acktor.TaskReport
+	(*AckerStatsRequest)(nil), // 23: acktor.AckerStatsRequest
+	(*AckerStats)(nil),        // 24: acktor.AckerStats
+	(*AckerSet)(nil),          // 25: acktor.AckerSet
+	(*Handover)(nil),          // 26: acktor.Handover
+	(*CounterQuery)(nil),      // 27: acktor.CounterQuery
+	(*CounterResult)(nil),     // 28: acktor.CounterResult
+	(*MemberEvacuated)(nil),   // 29: acktor.MemberEvacuated
+	nil,                       // 30: acktor.Handover.ClientsEntry
 }
 var file_acktor_proto_depIdxs = []int32{
 	8,  // 0: acktor.Track.notify:type_name -> acktor.Pid
 	0,  // 1: acktor.Failed.reason:type_name -> acktor.FailReason
 	8,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
 	10, // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
-	19, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
+	22, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
 	10, // 5: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
 	8,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
-	14, // 7: acktor.CounterState.sketches:type_name -> acktor.SketchPane
-	8,  // 8: acktor.Drain.reporter:type_name -> acktor.Pid
-	10, // 9: acktor.TaskReport.checkpoint:type_name -> acktor.SpoutState
-	27, // 10: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
-	8,  // 11: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	17, // 7: acktor.CounterState.sketches:type_name -> acktor.SketchPane
+	7,  // 8: acktor.StandbyBatch.batch:type_name -> acktor.TupleBatch
+	8,  // 9: acktor.Drain.reporter:type_name -> acktor.Pid
+	10, // 10: acktor.TaskReport.checkpoint:type_name -> acktor.SpoutState
+	30, // 11: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	8,  // 12: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_acktor_proto_init() }
@@ -2519,7 +2678,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

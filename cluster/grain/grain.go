@@ -6,6 +6,7 @@
 package grain
 
 import (
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -42,3 +43,21 @@ type Deaths interface {
 	// LastDeath is when a member last died (zero: never).
 	LastDeath() time.Time
 }
+
+// Owners is what the placement tells of where grains live: the address of
+// the member that owns identity of kind as this member sees the cluster
+// now; "" when no member hosts kind.
+type Owners interface {
+	Owner(kind, identity string) string
+}
+
+// standbySuffix marks a standby kind.
+const standbySuffix = "-standby"
+
+// StandbyKind is the kind of the standby of a grain of kind: a replica the
+// placement puts on the member that would own the grain were its owner
+// gone (with a single member, none).
+func StandbyKind(kind string) string { return kind + standbySuffix }
+
+// StandbyOf says whether kind is a standby kind, and of which kind.
+func StandbyOf(kind string) (string, bool) { return strings.CutSuffix(kind, standbySuffix) }

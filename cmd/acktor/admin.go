@@ -146,6 +146,12 @@ func printStatus(w io.Writer, st gateway.Status) error {
 	if st.AckerErrs != "" {
 		fmt.Fprintf(tw, "(some ackers did not answer: %s)\n", st.AckerErrs)
 	}
+	if len(st.CounterTasks) > 0 {
+		fmt.Fprintf(tw, "\nCOUNTER TASK\tMEMBER\tSTANDBY\n")
+		for _, k := range st.CounterTasks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", k.Task, k.Member, k.Standby)
+		}
+	}
 	if len(st.Stages) > 0 {
 		fmt.Fprintf(tw, "\nSTAGE (this member)\tTASKS\tλ/s\tμ/s\tρ\tIN STAGE: M/M/c\tc×M/M/1\tmeasured\tTIME: M/M/c\tc×M/M/1\tmeasured\n")
 		for _, s := range st.Stages {

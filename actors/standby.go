@@ -1,0 +1,314 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/acktor/acktor/cluster/grain"
+	"github.com/acktor/acktor/messages"
+)
+
+// KindStandby is the cluster kind of the counter tasks' standbys: a replica
+// of each counter task on the member that takes the task over should its
+// member die (the placement's runner-up), as Kafka Streams keeps standby
+// replicas of its state stores. A counter task applies an input batch,
+// sends it to its standby, which applies it too, and acks the batch's
+// tuples only once the standby says it has: every update of a completed
+// root is on two members. When the task's member dies, its new activation
+// finds the standby beside it and takes its state over; the roots whose acks
+// it held replay, and the exactly-once ids (part of the state) drop what
+// the standby had applied already.
+var KindStandby = grain.StandbyKind(KindCounter)
+
+// CounterTask is where a counter task lives, and its standby.
+type CounterTask struct {
+	Task    string `json:"task"`
+	Member  string `json:"member"`
+	Standby string `json:"standby,omitempty"` // "": no member to hold one (a cluster of one)
+}
+
+// CounterTasks says where every counter task and its standby live, as this
+// member's placement sees the cluster; nil with a placement that does not
+// tell.
+func (rt *Runtime) CounterTasks(c *cluster.Cluster) []CounterTask {
+	o, ok := c.IdentityLookup.(grain.Owners)
+	if !ok {
+		return nil
+	}
+	var out []CounterTask
+	for task := range uint32(rt.env.topo.Tasks()) {
+		if rt.env.topo.kindOf(task) == KindCounter {
+			id := rt.env.topo.identity(task)
+			out = append(out, CounterTask{Task: id, Member: o.Owner(KindCounter, id), Standby: o.Owner(KindStandby, id)})
+		}
+	}
+	return out
+}
+
+// standbyTask is a counter task's standby: the same user code over the same
+// input batches, whose tuples, acks and fails go nowhere.
+type standbyTask struct {
+	env    *env
+	task   uint32
+	info   TaskInfo
+	user   Processor
+	col    *Collector
+	self   *actor.PID
+	key    string // the task's identity, in env.standbys
+	synced bool   // it holds the task's state: since a snapshot, every batch
+	ts     []Tuple
+	c      *cluster.Cluster
+}
+
+// orphanGrace is how long a standby that the placement moved away stays,
+// when this member is where the counter task goes next (its member died),
+// for the task's new activation to take its state.
+const orphanGrace = 30 * time.Second
+
+// orphanDone ends an orphaned standby's wait.
+type orphanDone struct{}
+
+// promote is a counter task's new activation asking the standby beside it,
+// on the same member, for its state.
+type promote struct{}
+
+// promoted answers promote: the standby's counter, nil if it holds none.
+type promoted struct{ counter *Counter }
+
+func (s *standbyTask) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *cluster.ClusterInit:
+		s.init(ctx, m)
+	case *messages.StandbyReset:
+		s.reset()
+	case *messages.CounterState:
+		if c, ok := s.user.(counted); ok {
+			if err := c.counter().adopt(m); err != nil {
+				s.env.log.WithError(err).Warnf("standby of %s: taking the counter's state", s.key)
+			}
+			s.synced = m.Last
+		}
+		if ctx.Sender() != nil {
+			ctx.Respond(&messages.CounterState{})
+		}
+	case *messages.StandbyBatch:
+		ctx.Respond(s.apply(m))
+	case *promote:
+		var out promoted
+		if c, ok := s.user.(counted); ok && s.synced {
+			out.counter = c.counter()
+			s.reset() // the task's new activation owns it now
+		}
+		ctx.Respond(&out)
+	case *grain.Moved: // another member is the runner-up now: the task syncs a standby there
+		if m.Done != nil {
+			m.Done()
+		}
+		// When the counter task's member died, this member is the task's
+		// next: stay for its new activation to take the state.
+		if o, ok := s.c.IdentityLookup.(grain.Owners); ok && s.synced && o.Owner(KindCounter, s.key) == s.c.ActorSystem.Address() {
+			scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(orphanGrace, ctx.Self(), &orphanDone{})
+			return
+		}
+		ctx.Stop(ctx.Self())
+	case *orphanDone:
+		ctx.Stop(ctx.Self())
+	case *actor.Stopped:
+		if s.key != "" {
+			s.env.standbys.CompareAndDelete(s.key, s.self)
+		}
+	}
+}
+
+func (s *standbyTask) init(ctx actor.Context, m *cluster.ClusterInit) {
+	task, err := s.env.topo.taskOf(m.Identity.Identity)
+	if err != nil || s.env.topo.kindOf(task) != KindCounter {
+		s.env.log.Errorf("standby: activated for %q, which is no counter task", m.Identity.Identity)
+		return
+	}
+	s.task, s.info, s.self, s.key, s.c = task, s.env.topo.taskInfo(task), ctx.Self(), m.Identity.Identity, m.Cluster
+	s.env.standbys.Store(s.key, s.self)
+	s.reset()
+}
+
+// reset starts the standby afresh, holding no state.
+func (s *standbyTask) reset() {
+	s.synced = false
+	if s.key == "" {
+		return
+	}
+	user, err := s.env.topo.tasks[s.task].make(s.info)
+	if err != nil {
+		s.env.log.WithError(err).Errorf("standby of %s", s.key)
+		s.user = nil
+		return
+	}
+	s.user = user
+	s.col = newCollector(s.env, s.task, func(uint32, *messages.TupleBatch) {},
+		func(int, *messages.AckBatch) {}, func(int, *messages.FailRoot) {})
+	s.col.rejectOut = func(uint32, *messages.Rejected) {}
+}
+
+// apply applies a batch the counter task applied, if the standby holds its
+// state; otherwise it asks for the state.
+func (s *standbyTask) apply(m *messages.StandbyBatch) *messages.StandbyApplied {
+	if !s.synced || s.user == nil {
+		return &messages.StandbyApplied{NeedSnapshot: true}
+	}
+	ts, err := decode(m.Batch, s.ts)
+	if err != nil {
+		s.env.log.WithError(err).Errorf("standby of %s: a malformed batch; asking for the state again", s.key)
+		s.synced = false
+		return &messages.StandbyApplied{NeedSnapshot: true}
+	}
+	for i := range ts {
+		s.user.Process(&ts[i], s.col)
+	}
+	s.col.flush() // to nowhere: the counter task sends them
+	s.ts = ts[:0]
+	return &messages.StandbyApplied{Seq: m.Seq}
+}
+
+// replica is a counter task's side of its standby: the batches sent and
+// the acks held until the standby has applied them.
+type replica struct {
+	pid       *actor.PID // the standby synced last; nil: none yet
+	synced    bool       // pid holds the task's state
+	seq       uint64     // the last batch sent
+	held      []heldAcks // by seq
+	capturing bool       // acks go to current, not to the ackers
+	current   []ackTo    // the acks of the batch being applied
+	retryAt   time.Time  // a sync that failed is tried again from then
+}
+
+// heldAcks are the acks of one batch.
+type heldAcks struct {
+	seq  uint64
+	acks []ackTo
+}
+
+type ackTo struct {
+	acker int
+	m     *messages.AckBatch
+}
+
+// standbyWait bounds each part of a snapshot sent to a standby.
+const standbyWait = 5 * time.Second
+
+// syncRetry is how long a counter task waits before it tries again to sync
+// a standby that did not take its state (its member may be dying): its
+// acks wait meanwhile, its batches do not.
+const syncRetry = time.Second
+
+// standby is the task's replica, ready to take the batch about to be
+// applied; nil when the task is no counter or the cluster has no member to
+// hold a standby (a cluster of one: nothing to fail over to).
+func (p *processorTask) standby() *replica {
+	if _, ok := p.user.(counted); !ok || p.finished {
+		return nil
+	}
+	pid := p.res.get(KindStandby, p.env.topo.identity(p.task))
+	if pid == nil {
+		if p.rep != nil {
+			p.releaseHeld(p.rep.seq) // nothing else will hold them
+			p.rep.pid, p.rep.synced = nil, false
+		}
+		return nil
+	}
+	if p.rep == nil {
+		p.rep = &replica{}
+	}
+	if (!pid.Equal(p.rep.pid) || !p.rep.synced) && !p.env.now().Before(p.rep.retryAt) {
+		p.sync(pid)
+	}
+	return p.rep
+}
+
+// sync sends the standby the task's whole state, afresh. What the task
+// applied so far is then on the standby: the acks held go out.
+func (p *processorTask) sync(pid *actor.PID) {
+	p.rep.pid, p.rep.synced = pid, false
+	p.root.Send(pid, &messages.StandbyReset{})
+	ok := true
+	p.user.(counted).counter().export(counterStateBytes, func(st *messages.CounterState) {
+		if !ok {
+			return
+		}
+		if _, err := p.root.RequestFuture(pid, st, standbyWait).Result(); err != nil {
+			p.env.log.WithError(err).Warnf("counter %s/%d: sending its state to its standby; trying again with the next batch", p.info.Component, p.info.Index)
+			ok = false
+		}
+	})
+	if !ok {
+		p.rep.retryAt = p.env.now().Add(syncRetry)
+		return
+	}
+	p.rep.synced = true
+	p.releaseHeld(p.rep.seq)
+}
+
+// replicate sends the batch just applied to the standby and holds its acks
+// until the standby has applied it too.
+func (p *processorTask) replicate(rep *replica, m *messages.TupleBatch) {
+	rep.seq++
+	rep.held = append(rep.held, heldAcks{seq: rep.seq, acks: rep.current})
+	rep.current = nil
+	if rep.synced {
+		p.root.RequestWithCustomSender(rep.pid, &messages.StandbyBatch{Seq: rep.seq, Batch: m}, p.self)
+	}
+}
+
+// applied hears the standby: the batches up to m.Seq are on it.
+func (p *processorTask) applied(m *messages.StandbyApplied) {
+	if p.rep == nil {
+		return
+	}
+	if m.NeedSnapshot {
+		p.rep.synced = false // the next batch syncs it first
+		return
+	}
+	p.releaseHeld(m.Seq)
+}
+
+// releaseHeld sends the acks of the batches up to seq.
+func (p *processorTask) releaseHeld(seq uint64) {
+	if p.rep == nil {
+		return
+	}
+	n := 0
+	for _, h := range p.rep.held {
+		if h.seq > seq {
+			break
+		}
+		for _, a := range h.acks {
+			p.toAcker(a.acker, a.m)
+		}
+		n++
+	}
+	p.rep.held = append(p.rep.held[:0], p.rep.held[n:]...)
+}
+
+// takeOver gives a counter task activated after its member died the state
+// of its standby, if one is beside it on this member: the task's state as
+// of the last batch the standby applied.
+func (p *processorTask) takeOver() {
+	if _, ok := p.user.(counted); !ok {
+		return
+	}
+	pid, ok := p.env.standbys.Load(p.env.topo.identity(p.task))
+	if !ok {
+		return
+	}
+	res, err := p.root.RequestFuture(pid.(*actor.PID), &promote{}, standbyWait).Result()
+	if err != nil {
+		p.env.log.WithError(err).Errorf("counter %s/%d: taking over its standby's state; starting empty", p.info.Component, p.info.Index)
+		return
+	}
+	if c := res.(*promoted).counter; c != nil {
+		p.user.(counted).counter().take(c)
+		p.env.log.Warnf("counter %s/%d: started again from its standby's state (%d updates applied)", p.info.Component, p.info.Index, c.st.Applied)
+	}
+}
