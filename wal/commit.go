@@ -27,10 +27,10 @@ const commitsFile = "readers.json"
 
 // loadCommits reads the committed offsets (none if the file is missing) and
 // removes a temporary file left by a crash during a commit.
-func loadCommits(dir string) (map[string]uint64, error) {
+func loadCommits(fsys fileSystem, dir string) (map[string]uint64, error) {
 	path := filepath.Join(dir, commitsFile)
-	_ = os.Remove(path + ".tmp")
-	b, err := os.ReadFile(path)
+	_ = fsys.Remove(path + ".tmp")
+	b, err := fsys.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]uint64{}, nil
 	}
@@ -46,18 +46,18 @@ func loadCommits(dir string) (map[string]uint64, error) {
 
 // writeCommits replaces the committed offsets atomically: a temporary file
 // written and fsynced, renamed over the old one, the directory fsynced.
-func writeCommits(dir string, commits map[string]uint64) error {
+func writeCommits(fsys fileSystem, dir string, commits map[string]uint64) error {
 	b, err := json.Marshal(commits)
 	if err != nil {
 		return err
 	}
 	path := filepath.Join(dir, commitsFile)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(b)
+	_, err = f.WriteAt(b, 0)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -65,13 +65,13 @@ func writeCommits(dir string, commits map[string]uint64) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = fsys.Rename(tmp, path)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		_ = fsys.Remove(tmp)
 		return err
 	}
-	return syncDir(dir)
+	return fsys.SyncDir(dir)
 }
 
 func checkReaderName(reader string) error {
@@ -139,7 +139,7 @@ func (l *Log) updateCommits(reader string, change func(map[string]uint64) error)
 	if err != nil {
 		return err
 	}
-	if err := writeCommits(l.dir, next); err != nil {
+	if err := writeCommits(l.fs, l.dir, next); err != nil {
 		return fmt.Errorf("wal: commit of reader %q: %w", reader, mapErr(err))
 	}
 	l.mu.Lock()
@@ -201,7 +201,7 @@ func (l *Log) retain() {
 		if why == "" {
 			break
 		}
-		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := l.fs.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.opts.Logf("wal: deleting segment %s: %v", s.path, err)
 			break
 		}
@@ -215,7 +215,7 @@ func (l *Log) retain() {
 		l.opts.Logf("wal: deleted segment %s (offsets %d to %d): %s", s.path, s.base, end-1, why)
 	}
 	if deleted > 0 {
-		if err := syncDir(l.dir); err != nil {
+		if err := l.fs.SyncDir(l.dir); err != nil {
 			l.opts.Logf("wal: fsync %s after deleting segments: %v", l.dir, err)
 		}
 	}

@@ -37,7 +37,7 @@ func waitFor(t *testing.T, l *Log, what string, cond func() bool) {
 func TestGroupedFewWrites(t *testing.T) {
 	const writers, appends = 32, 30
 	var writes atomic.Int64
-	h := &hooks{writeAt: func(f *os.File, b []byte, off int64) (int, error) {
+	h := &hooks{writeAt: func(f file, b []byte, off int64) (int, error) {
 		writes.Add(1)
 		return f.WriteAt(b, off)
 	}}
@@ -96,7 +96,7 @@ func TestGroupedWaitsForAppendersBack(t *testing.T) {
 	const interval = 150 * time.Millisecond
 	open := func(t *testing.T) (*Log, *atomic.Int32) {
 		var syncs atomic.Int32
-		h := &hooks{sync: func(f *os.File) error {
+		h := &hooks{sync: func(f file) error {
 			if syncs.Add(1) == 1 {
 				time.Sleep(100 * time.Millisecond) // a slow first fsync
 			}
@@ -211,13 +211,13 @@ func TestGroupedWriteFailureInGroup(t *testing.T) {
 			gate := make(chan struct{})
 			var syncs, writes atomic.Int32
 			h := &hooks{
-				sync: func(f *os.File) error {
+				sync: func(f file) error {
 					if syncs.Add(1) == 1 {
 						<-gate
 					}
 					return f.Sync()
 				},
-				writeAt: func(f *os.File, b []byte, off int64) (int, error) {
+				writeAt: func(f file, b []byte, off int64) (int, error) {
 					if writes.Add(1) == tc.failWrite {
 						n, _ := f.WriteAt(b[:len(b)/2], off)
 						return n, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
@@ -413,7 +413,7 @@ func TestGroupedCloseWhileAppending(t *testing.T) {
 func TestGroupedContextWhileWaiting(t *testing.T) {
 	gate := make(chan struct{})
 	var syncs atomic.Int32
-	h := &hooks{sync: func(f *os.File) error {
+	h := &hooks{sync: func(f file) error {
 		if syncs.Add(1) == 1 {
 			<-gate
 		}

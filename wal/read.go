@@ -46,7 +46,7 @@ func (l *Log) Read(from uint64, max int) ([]Record, error) {
 // index entry before from, the offset to stop before and the bytes written.
 type cursor struct {
 	s     *segment
-	f     *os.File
+	f     file
 	entry indexEntry
 	end   uint64
 	limit int64
@@ -96,7 +96,7 @@ func (l *Log) unref(s *segment) {
 
 // indexSegment scans a sealed segment (referenced by the caller; the
 // reference is dropped), verifying it, and installs its index.
-func (l *Log) indexSegment(s *segment, f *os.File, size int64) error {
+func (l *Log) indexSegment(s *segment, f file, size int64) error {
 	var res scanResult
 	if f == nil {
 		res.err = os.ErrClosed

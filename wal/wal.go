@@ -233,8 +233,10 @@ type Options struct {
 
 // hooks let tests inject I/O faults and order goroutines.
 type hooks struct {
-	writeAt func(f *os.File, b []byte, off int64) (int, error)
-	sync    func(f *os.File) error
+	// fs is the file layer under the log; nil means osFS.
+	fs      fileSystem
+	writeAt func(f file, b []byte, off int64) (int, error)
+	sync    func(f file) error
 	// closing runs in Close once the log is marked closed, before Close
 	// waits for the fsyncs under way.
 	closing func()
@@ -279,11 +281,14 @@ func (o Options) normalized() (Options, error) {
 	if o.hooks == nil {
 		o.hooks = &hooks{}
 	}
+	if o.hooks.fs == nil {
+		o.hooks.fs = osFS{}
+	}
 	if o.hooks.writeAt == nil {
-		o.hooks.writeAt = (*os.File).WriteAt
+		o.hooks.writeAt = file.WriteAt
 	}
 	if o.hooks.sync == nil {
-		o.hooks.sync = (*os.File).Sync
+		o.hooks.sync = file.Sync
 	}
 	if o.hooks.closing == nil {
 		o.hooks.closing = func() {}
@@ -336,7 +341,7 @@ type Stats struct {
 type segment struct {
 	base      uint64
 	path      string
-	f         *os.File
+	f         file
 	size      int64     // bytes of whole frames written
 	count     uint64    // records in it
 	lastWrite time.Time // for MaxAge
@@ -412,9 +417,10 @@ const maxSpareBuf = 8 << 20
 
 // Log is an open write-ahead log. Its methods are safe for concurrent use.
 type Log struct {
-	dir  string
-	opts Options
-	lock *os.File
+	dir    string
+	opts   Options
+	fs     fileSystem // opts.hooks.fs
+	unlock func()     // releases the lock on dir
 
 	mu       sync.Mutex
 	segs     []*segment // oldest first; the last is active
@@ -472,17 +478,18 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fsys := opts.hooks.fs
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
-	lock, err := lockDir(dir)
+	unlock, err := fsys.Lock(dir)
 	if err != nil {
 		return nil, err
 	}
-	l := &Log{dir: dir, opts: opts, lock: lock, changed: make(chan struct{})}
+	l := &Log{dir: dir, opts: opts, fs: fsys, unlock: unlock, changed: make(chan struct{})}
 	if err := l.load(); err != nil {
 		l.closeFiles()
-		unlockDir(lock)
+		unlock()
 		return nil, err
 	}
 	if opts.Sync.mode == syncGrouped {
@@ -498,10 +505,10 @@ func Open(dir string, opts Options) (*Log, error) {
 // load reads the directory: commits, segments, recovery of the last one.
 func (l *Log) load() error {
 	var err error
-	if l.commits, err = loadCommits(l.dir); err != nil {
+	if l.commits, err = loadCommits(l.fs, l.dir); err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("wal: %w", err)
 	}
@@ -522,7 +529,7 @@ func (l *Log) load() error {
 		if last {
 			flag = os.O_RDWR
 		}
-		f, err := os.OpenFile(path, flag, 0)
+		f, err := l.fs.OpenFile(path, flag, 0)
 		if err != nil {
 			return fmt.Errorf("wal: %w", err)
 		}
@@ -628,31 +635,17 @@ func wholeFrameAfter(r io.ReaderAt, pos, size int64) (int64, error) {
 // the active one, and fsyncs the directory.
 func (l *Log) createSegment(base uint64, now time.Time) error {
 	path := filepath.Join(l.dir, segmentName(base))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("wal: creating segment: %w", mapErr(err))
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := l.fs.SyncDir(l.dir); err != nil {
 		_ = f.Close()
-		_ = os.Remove(path)
+		_ = l.fs.Remove(path)
 		return fmt.Errorf("wal: creating segment %s: %w", path, mapErr(err))
 	}
 	l.segs = append(l.segs, &segment{base: base, path: path, f: f, lastWrite: now, idx: newIndex(base), indexed: true})
 	return nil
-}
-
-// syncDir fsyncs a directory, making file creations, renames and deletions
-// in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // mapErr wraps ErrNoSpace around an error of a full device.
@@ -1242,7 +1235,7 @@ func (l *Log) Close() error {
 	close(l.closeSynced)
 	close(l.changed)
 	l.closeFiles()
-	unlockDir(l.lock)
+	l.unlock()
 	return err
 }
 

@@ -436,7 +436,7 @@ type countingSync struct {
 	synced atomic.Int64
 }
 
-func (c *countingSync) sync(f *os.File) error {
+func (c *countingSync) sync(f file) error {
 	c.n.Add(1)
 	if info, err := f.Stat(); err == nil {
 		for {
@@ -590,7 +590,7 @@ func TestNoSpaceOnWrite(t *testing.T) {
 		t.Run(pol.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			var full atomic.Bool
-			h := &hooks{writeAt: func(f *os.File, b []byte, off int64) (int, error) {
+			h := &hooks{writeAt: func(f file, b []byte, off int64) (int, error) {
 				if full.Load() {
 					n, _ := f.WriteAt(b[:len(b)/2], off) // a partial write, as a filling disk does
 					return n, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
@@ -634,7 +634,7 @@ func TestFailedSync(t *testing.T) {
 		t.Run(pol.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			var fail atomic.Bool
-			h := &hooks{sync: func(f *os.File) error {
+			h := &hooks{sync: func(f file) error {
 				if fail.Load() {
 					return &os.PathError{Op: "sync", Path: f.Name(), Err: syscall.ENOSPC}
 				}
@@ -755,14 +755,14 @@ func TestEveryAppendWrittenBeforeClose(t *testing.T) {
 			bWrote, closing, proceed, bWaits := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 			var syncs, writes atomic.Int32
 			h := &hooks{
-				writeAt: func(f *os.File, b []byte, off int64) (int, error) {
+				writeAt: func(f file, b []byte, off int64) (int, error) {
 					n, err := f.WriteAt(b, off)
 					if writes.Add(1) == 2 {
 						close(bWrote)
 					}
 					return n, err
 				},
-				sync: func(f *os.File) error {
+				sync: func(f file) error {
 					switch syncs.Add(1) {
 					case 1: // A's
 						close(inSync)

@@ -1,0 +1,75 @@
+package wal
+
+import (
+	"io"
+	"io/fs"
+	"os"
+)
+
+// file is what the log does with an open file: segments and the temporary
+// file of a commit. *os.File is one; tests put other file layers under the
+// log (see hooks.fs).
+type file interface {
+	io.ReaderAt
+	io.WriterAt
+	Truncate(size int64) error
+	Sync() error
+	Stat() (fs.FileInfo, error)
+	Close() error
+	Name() string
+}
+
+// fileSystem is what the log does with its directory: the operations of
+// package os it uses, on the paths it uses them on. osFS, the real one, is
+// the default; tests put other file layers under the log (see hooks.fs).
+type fileSystem interface {
+	// OpenFile is os.OpenFile. A failed open returns a nil file.
+	OpenFile(name string, flag int, perm fs.FileMode) (file, error)
+	ReadFile(name string) ([]byte, error)
+	ReadDir(name string) ([]fs.DirEntry, error)
+	MkdirAll(path string, perm fs.FileMode) error
+	Rename(oldpath, newpath string) error
+	Remove(name string) error
+	// SyncDir fsyncs a directory, making the creations, renames and
+	// deletions of entries in it durable.
+	SyncDir(name string) error
+	// Lock takes the lock of lockDir on the log in dir; unlock releases it.
+	Lock(dir string) (unlock func(), err error)
+}
+
+// osFS is the file system of the operating system.
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err // not a nil *os.File in a non-nil file
+	}
+	return f, nil
+}
+
+func (osFS) ReadFile(name string) ([]byte, error)         { return os.ReadFile(name) }
+func (osFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
+func (osFS) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(path, perm) }
+func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error                     { return os.Remove(name) }
+
+func (osFS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (osFS) Lock(dir string) (func(), error) {
+	f, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return func() { unlockDir(f) }, nil
+}
