@@ -1,9 +1,11 @@
 package wal
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // file is what the log does with an open file: segments and the temporary
@@ -27,7 +29,8 @@ type fileSystem interface {
 	OpenFile(name string, flag int, perm fs.FileMode) (file, error)
 	ReadFile(name string) ([]byte, error)
 	ReadDir(name string) ([]fs.DirEntry, error)
-	MkdirAll(path string, perm fs.FileMode) error
+	// Mkdir is os.Mkdir: its errors match fs.ErrExist and fs.ErrNotExist.
+	Mkdir(name string, perm fs.FileMode) error
 	Rename(oldpath, newpath string) error
 	Remove(name string) error
 	// SyncDir fsyncs a directory, making the creations, renames and
@@ -48,11 +51,11 @@ func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (file, error) {
 	return f, nil
 }
 
-func (osFS) ReadFile(name string) ([]byte, error)         { return os.ReadFile(name) }
-func (osFS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
-func (osFS) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(path, perm) }
-func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
-func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) ReadFile(name string) ([]byte, error)       { return os.ReadFile(name) }
+func (osFS) ReadDir(name string) ([]fs.DirEntry, error) { return os.ReadDir(name) }
+func (osFS) Mkdir(name string, perm fs.FileMode) error  { return os.Mkdir(name, perm) }
+func (osFS) Rename(oldpath, newpath string) error       { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error                   { return os.Remove(name) }
 
 func (osFS) SyncDir(name string) error {
 	d, err := os.Open(name)
@@ -72,4 +75,26 @@ func (osFS) Lock(dir string) (func(), error) {
 		return nil, err
 	}
 	return func() { unlockDir(f) }, nil
+}
+
+// makeDir creates dir and its missing parents, as os.MkdirAll does, and
+// fsyncs the parent of each directory it creates: until then the new entry
+// is not durable, and a power cut could take the log's directory, with
+// every segment fsynced in it, away.
+func makeDir(fsys fileSystem, dir string) error {
+	dir = filepath.Clean(dir)
+	err := fsys.Mkdir(dir, 0o755)
+	if parent := filepath.Dir(dir); errors.Is(err, fs.ErrNotExist) && parent != dir {
+		if err := makeDir(fsys, parent); err != nil {
+			return err
+		}
+		err = fsys.Mkdir(dir, 0o755)
+	}
+	switch {
+	case err == nil:
+		return fsys.SyncDir(filepath.Dir(dir))
+	case errors.Is(err, fs.ErrExist):
+		return nil // a file there fails the lock
+	}
+	return err
 }

@@ -28,7 +28,8 @@
 // Readers see a record only once it is durable (End), so nothing a reader
 // processed can vanish in a crash. A process that dies without the machine
 // (kill -9) loses nothing it wrote: Open finds it in the page cache and
-// fsyncs it.
+// fsyncs it. Files are created, renamed and deleted durably: the log fsyncs
+// their directory, and Open fsyncs the parent of each directory it creates.
 //
 // # Limits
 //
@@ -479,7 +480,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	fsys := opts.hooks.fs
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if err := makeDir(fsys, dir); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	unlock, err := fsys.Lock(dir)

@@ -716,6 +716,47 @@ func TestOpenLocks(t *testing.T) {
 	closeLog(t, openLog(t, dir, Options{}))
 }
 
+// syncedDirs is the OS's file layer, noting the directories it fsyncs.
+type syncedDirs struct {
+	osFS
+	dirs []string
+}
+
+func (s *syncedDirs) SyncDir(name string) error {
+	s.dirs = append(s.dirs, name)
+	return s.osFS.SyncDir(name)
+}
+
+// Open makes the directories it creates durable, fsyncing the parent of
+// each, before the first segment is created (and its directory fsynced):
+// else a power cut could take the log's directory, with every record
+// fsynced in it, away. Opening it again creates and fsyncs nothing.
+func TestOpenSyncsCreatedDirs(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "a", "b")
+	fsys := &syncedDirs{}
+	closeLog(t, openLog(t, dir+"/", Options{hooks: &hooks{fs: fsys}}))
+	for i := range fsys.dirs {
+		fsys.dirs[i] = filepath.Clean(fsys.dirs[i])
+	}
+	if want := []string{root, filepath.Join(root, "a"), dir}; !slices.Equal(fsys.dirs, want) {
+		t.Fatalf("a new log fsynced the directories %q, want %q", fsys.dirs, want)
+	}
+	fsys.dirs = nil
+	closeLog(t, openLog(t, dir, Options{hooks: &hooks{fs: fsys}}))
+	if len(fsys.dirs) > 0 {
+		t.Fatalf("reopening the log fsynced the directories %q", fsys.dirs)
+	}
+	file := filepath.Join(root, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Open(file, Options{}); err == nil {
+		_ = l.Close()
+		t.Fatal("Open of a file succeeded")
+	}
+}
+
 func TestChangedAndWait(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{Sync: Grouped(time.Millisecond)})
 	ch := l.Changed()
