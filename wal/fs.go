@@ -78,9 +78,10 @@ func (osFS) Lock(dir string) (func(), error) {
 }
 
 // makeDir creates dir and its missing parents, as os.MkdirAll does, and
-// fsyncs the parent of each directory it creates: until then the new entry
-// is not durable, and a power cut could take the log's directory, with
-// every segment fsynced in it, away.
+// fsyncs the parent of each directory it creates, and of dir if it was
+// there: until then a new entry is not durable (dir may have been made by a
+// process killed before its fsync), and a power cut could take the log's
+// directory, with every segment fsynced in it, away.
 func makeDir(fsys fileSystem, dir string) error {
 	dir = filepath.Clean(dir)
 	err := fsys.Mkdir(dir, 0o755)
@@ -90,11 +91,8 @@ func makeDir(fsys fileSystem, dir string) error {
 		}
 		err = fsys.Mkdir(dir, 0o755)
 	}
-	switch {
-	case err == nil:
-		return fsys.SyncDir(filepath.Dir(dir))
-	case errors.Is(err, fs.ErrExist):
-		return nil // a file there fails the lock
+	if err != nil && !errors.Is(err, fs.ErrExist) { // a file there fails the lock
+		return err
 	}
-	return err
+	return fsys.SyncDir(filepath.Dir(dir))
 }

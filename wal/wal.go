@@ -28,8 +28,10 @@
 // Readers see a record only once it is durable (End), so nothing a reader
 // processed can vanish in a crash. A process that dies without the machine
 // (kill -9) loses nothing it wrote: Open finds it in the page cache and
-// fsyncs it. Files are created, renamed and deleted durably: the log fsyncs
-// their directory, and Open fsyncs the parent of each directory it creates.
+// fsyncs it, with the directory (and its parent): what Open finds survives
+// a power cut. Files are created, renamed and deleted durably: the log
+// fsyncs their directory, and Open fsyncs the parent of each directory it
+// creates.
 //
 // # Limits
 //
@@ -556,6 +558,12 @@ func (l *Log) load() error {
 	act := l.active()
 	if err := l.recover(act); err != nil {
 		return err
+	}
+	// Entries that a process killed before its fsync of the directory
+	// left (a segment created, readers.json renamed) are in the log now:
+	// they must survive a power cut, as the data recover fsyncs must.
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("wal: fsync %s: %w", l.dir, err)
 	}
 	l.next = act.base + act.count
 	l.durable = l.next
