@@ -15,7 +15,10 @@
 // Each record is one frame (see HeaderSize): CRC-32C, payload length, time
 // (unix ns), payload. Segments are filled up to Options.SegmentBytes; the
 // records of one Append call always go to one segment, so a call is all or
-// nothing.
+// nothing: one that fails leaves none of its records. An append that a
+// crash cut short, before it was answered, may leave the whole records it
+// starts with (recovery cuts only the torn one), as an unanswered append
+// may leave all of them: a client that retries it may duplicate them.
 //
 // # Durability
 //
