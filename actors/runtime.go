@@ -72,6 +72,9 @@ type Config struct {
 	// their replays are not sent to the dead member by one that has not
 	// heard yet. 0 replays them at once.
 	MembershipLag time.Duration
+	// Standby keeps a standby replica of every counter task on another
+	// member, where there is one (KindStandby).
+	Standby bool
 	// Seed seeds the tuple id generators (per task).
 	Seed uint64
 	// Clock tells the time to spout deadlines; nil means time.Now.
@@ -96,7 +99,7 @@ const maxPending = 1 << 20
 func DefaultConfig() Config {
 	return Config{
 		Ackers: 2, MaxPending: 2048, Timeout: 30 * time.Second, Generations: 3,
-		MaxReplays: 5, BatchSize: 512, AckDelay: 0, MailboxSize: 64, ReportEvery: 200 * time.Millisecond, Seed: 1,
+		MaxReplays: 5, BatchSize: 512, AckDelay: 0, MailboxSize: 64, ReportEvery: 200 * time.Millisecond, Seed: 1, Standby: true,
 	}
 }
 
@@ -355,6 +358,9 @@ func (s logSink) DeadLetter(d DeadLetter) {
 func (rt *Runtime) Kinds() []*cluster.Kind {
 	counter := cluster.NewKind(KindCounter, actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: rt.env} },
 		rt.env.stages.props(KindCounter, actor.Unbounded)...))
+	if !rt.env.cfg.Standby {
+		return append(rt.WorkerKinds(), counter)
+	}
 	standby := cluster.NewKind(KindStandby, actor.PropsFromProducer(func() actor.Actor { return &standbyTask{env: rt.env} }))
 	return append(rt.WorkerKinds(), counter, standby)
 }

@@ -59,6 +59,7 @@ type standbyTask struct {
 	self   *actor.PID
 	key    string // the task's identity, in env.standbys
 	synced bool   // it holds the task's state: since a snapshot, every batch
+	broken bool   // a part of the snapshot under way did not take
 	ts     []Tuple
 	c      *cluster.Cluster
 }
@@ -87,9 +88,10 @@ func (s *standbyTask) Receive(ctx actor.Context) {
 	case *messages.CounterState:
 		if c, ok := s.user.(counted); ok {
 			if err := c.counter().adopt(m); err != nil {
-				s.env.log.WithError(err).Warnf("standby of %s: taking the counter's state", s.key)
+				s.env.log.WithError(err).Errorf("standby of %s: a part of the counter task's state did not take; it holds none until the task sends it again", s.key)
+				s.broken = true
 			}
-			s.synced = m.Last
+			s.synced = m.Last && !s.broken
 		}
 		if ctx.Sender() != nil {
 			ctx.Respond(&messages.CounterState{})
@@ -136,7 +138,7 @@ func (s *standbyTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 
 // reset starts the standby afresh, holding no state.
 func (s *standbyTask) reset() {
-	s.synced = false
+	s.synced, s.broken = false, false
 	if s.key == "" {
 		return
 	}

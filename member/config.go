@@ -80,6 +80,10 @@ type JobConfig struct {
 	ExactlyOnce bool          `yaml:"exactly_once"`
 	Window      time.Duration `yaml:"window"`
 	Pane        time.Duration `yaml:"pane"`
+	// Standby keeps a replica of every counter task on a second member
+	// (when there is one, as in a service), so that a member's death loses
+	// no window; false trades that for the counters' cost of it.
+	Standby bool `yaml:"standby"`
 	// Options are the other keys: the topology's own settings.
 	Options map[string]yaml.Node `yaml:",inline"`
 }
@@ -93,7 +97,7 @@ func Default() Config {
 		Cluster: cluster.DefaultConfig(),
 		Tracker: TrackerConfig{Ackers: def.Ackers, Timeout: def.Timeout, MaxPending: def.MaxPending, MaxReplays: def.MaxReplays,
 			Batch: def.BatchSize, AckDelay: def.AckDelay, Seed: def.Seed, Progress: "log", WaitMembers: time.Minute},
-		Job:    JobConfig{Topology: "wordcount", Mode: "batch", Members: 1, Source: "file", Spouts: 1},
+		Job:    JobConfig{Topology: "wordcount", Mode: "batch", Members: 1, Source: "file", Spouts: 1, Standby: def.Standby},
 		Ingest: IngestConfig{Sync: "every"},
 	}
 }

@@ -349,7 +349,7 @@ func newBatch(cfg Config, topo Topology, in *ingestRun, log *logrus.Logger) (*ba
 	rc := actors.DefaultConfig()
 	rc.Ackers, rc.MaxPending, rc.Timeout, rc.MaxReplays = tc.Ackers, tc.MaxPending, tc.Timeout, tc.MaxReplays
 	rc.BatchSize, rc.AckDelay, rc.Seed, rc.Log, rc.DeadLetters = tc.Batch, tc.AckDelay, tc.Seed, log, b.dead
-	rc.MembershipLag = cfg.Cluster.MembershipLag()
+	rc.MembershipLag, rc.Standby = cfg.Cluster.MembershipLag(), cfg.Job.Standby
 	if b.rt, err = actors.New(t, rc); err != nil {
 		return nil, j.named(err)
 	}
