@@ -97,7 +97,10 @@ func BenchmarkClusterWordcount(b *testing.B) {
 // counter tasks, 3 ackers), in the same iteration, and reports both
 // orders/s and the service's over the embedded's. The service's rate is
 // taken from its lead's progress (any member's /api/status) between 10 %
-// and all of the orders completed, so that start-up does not count.
+// and all of the orders completed, so that start-up does not count. The
+// service runs twice, with standby replicas of its counter tasks (the
+// default) and without (job.standby: false): x-no-standby is what they
+// leave of the orders/s.
 func BenchmarkClusterService(b *testing.B) {
 	const orders = 1_000_000
 	job := fmt.Sprintf(`job:
@@ -108,7 +111,7 @@ func BenchmarkClusterService(b *testing.B) {
   source: generator
   lines: %d
 `, orders)
-	var embedded, served float64
+	var embedded, served, bare float64
 	for range b.N {
 		dir := b.TempDir()
 		emb, stats := filepath.Join(dir, "embedded.yaml"), filepath.Join(dir, "embedded.json")
@@ -130,44 +133,56 @@ func BenchmarkClusterService(b *testing.B) {
 		}
 		embedded += float64(e.Completed) / e.ElapsedSeconds
 
-		ports := testserver.FreePorts(b, 4)
-		peers := fmt.Sprintf("127.0.0.1:%d, 127.0.0.1:%d, 127.0.0.1:%d", ports[0], ports[1], ports[2])
-		for m := range 3 {
-			gw := ""
-			if m == 0 {
-				gw = fmt.Sprintf("gateway:\n  address: 127.0.0.1:%d\n", ports[3])
-			}
-			path := filepath.Join(dir, fmt.Sprintf("service%d.yaml", m))
-			cfg := fmt.Sprintf("cluster:\n  name: bench\n  automanaged:\n    port: %d\n    peers: [%s]\n    refresh: 500ms\ntracker:\n  ackers: 3\n%s%s  mode: service\n",
-				ports[m], peers, gw, job)
-			if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-				b.Fatal(err)
-			}
-			p, _ := startNode(b, path)
-			defer func() { _ = p.Process.Kill(); _, _ = p.Process.Wait() }()
-		}
-		status := fmt.Sprintf("http://127.0.0.1:%d/api/status", ports[3])
-		var t0 time.Time
-		var c0 uint64
-		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-			var st gateway.Status
-			if res, err := http.Get(status); err == nil {
-				_ = json.NewDecoder(res.Body).Decode(&st)
-				res.Body.Close()
-			}
-			if st.Run != nil && t0.IsZero() && st.Run.Completed >= orders/10 {
-				t0, c0 = time.Now(), st.Run.Completed
-			}
-			if st.Run != nil && st.Run.Completed >= orders {
-				served += float64(st.Run.Completed-c0) / time.Since(t0).Seconds()
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("the service did not complete %d orders in 5 min", orders)
-			}
-		}
+		served += serveOrders(b, dir+"/standby", job, orders)
+		bare += serveOrders(b, dir+"/bare", job+"  standby: false\n", orders)
 	}
 	b.ReportMetric(embedded/float64(b.N), "embedded-orders/s")
 	b.ReportMetric(served/float64(b.N), "service-orders/s")
+	b.ReportMetric(bare/float64(b.N), "no-standby-orders/s")
 	b.ReportMetric(served/embedded, "x-embedded")
+	b.ReportMetric(served/bare, "x-no-standby")
+}
+
+// serveOrders runs job as a service on three acktor node processes in dir
+// and returns its orders/s from the tenth of orders completed to the last.
+func serveOrders(b *testing.B, dir, job string, orders uint64) float64 {
+	b.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ports := testserver.FreePorts(b, 4)
+	peers := fmt.Sprintf("127.0.0.1:%d, 127.0.0.1:%d, 127.0.0.1:%d", ports[0], ports[1], ports[2])
+	for m := range 3 {
+		gw := ""
+		if m == 0 {
+			gw = fmt.Sprintf("gateway:\n  address: 127.0.0.1:%d\n", ports[3])
+		}
+		path := filepath.Join(dir, fmt.Sprintf("service%d.yaml", m))
+		cfg := fmt.Sprintf("cluster:\n  name: bench\n  automanaged:\n    port: %d\n    peers: [%s]\n    refresh: 500ms\ntracker:\n  ackers: 3\n%s%s  mode: service\n",
+			ports[m], peers, gw, job)
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		p, _ := startNode(b, path)
+		defer func() { _ = p.Process.Kill(); _, _ = p.Process.Wait() }()
+	}
+	status := fmt.Sprintf("http://127.0.0.1:%d/api/status", ports[3])
+	var t0 time.Time
+	var c0 uint64
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var st gateway.Status
+		if res, err := http.Get(status); err == nil {
+			_ = json.NewDecoder(res.Body).Decode(&st)
+			res.Body.Close()
+		}
+		if st.Run != nil && t0.IsZero() && st.Run.Completed >= orders/10 {
+			t0, c0 = time.Now(), st.Run.Completed
+		}
+		if st.Run != nil && st.Run.Completed >= orders {
+			return float64(st.Run.Completed-c0) / time.Since(t0).Seconds()
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the service did not complete %d orders in 5 min", orders)
+		}
+	}
 }

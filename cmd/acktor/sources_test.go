@@ -230,9 +230,10 @@ func TestNodeSpeedlayerJetStream(t *testing.T) {
 // spread over the members, and each member's gateway answers for all of
 // them with the truth. A fourth member joins, then one leaves (SIGTERM):
 // tasks, ackers and counters move with their state, and the zones stay the
-// truth, exactly, on every member. Then (JetStream) one is killed
-// (kill -9): the service goes on, and every order published after is read
-// and acknowledged.
+// truth, exactly, on every member. Then the member hosting the most counter
+// tasks is killed (kill -9) mid-stream: its counter tasks start again from
+// their standbys, every order is read (and, over JetStream, acknowledged),
+// and the zones are the truth again, exactly, nothing dead-lettered.
 func TestNodeService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
