@@ -158,13 +158,13 @@ func (s *standbyTask) reset() {
 // state; otherwise it asks for the state.
 func (s *standbyTask) apply(m *messages.StandbyBatch) *messages.StandbyApplied {
 	if !s.synced || s.user == nil {
-		return &messages.StandbyApplied{NeedSnapshot: true}
+		return &messages.StandbyApplied{Seq: m.Seq, NeedSnapshot: true}
 	}
 	ts, err := decode(m.Batch, s.ts)
 	if err != nil {
 		s.env.log.WithError(err).Errorf("standby of %s: a malformed batch; asking for the state again", s.key)
 		s.synced = false
-		return &messages.StandbyApplied{NeedSnapshot: true}
+		return &messages.StandbyApplied{Seq: m.Seq, NeedSnapshot: true}
 	}
 	for i := range ts {
 		s.user.Process(&ts[i], s.col)
@@ -184,6 +184,7 @@ type replica struct {
 	capturing bool       // acks go to current, not to the ackers
 	current   []ackTo    // the acks of the batch being applied
 	retryAt   time.Time  // a sync that failed is tried again from then
+	syncedAt  uint64     // seq when the standby was last synced
 }
 
 // heldAcks are the acks of one batch.
@@ -248,7 +249,7 @@ func (p *processorTask) sync(pid *actor.PID) {
 		p.rep.retryAt = p.env.now().Add(syncRetry)
 		return
 	}
-	p.rep.synced = true
+	p.rep.synced, p.rep.syncedAt = true, p.rep.seq
 	p.releaseHeld(p.rep.seq)
 }
 
@@ -269,7 +270,12 @@ func (p *processorTask) applied(m *messages.StandbyApplied) {
 		return
 	}
 	if m.NeedSnapshot {
-		p.rep.synced = false // the next batch syncs it first
+		if m.Seq > p.rep.syncedAt && p.rep.pid != nil { // not a batch sent before the last sync
+			p.rep.synced = false
+			if !p.env.now().Before(p.rep.retryAt) {
+				p.sync(p.rep.pid) // now: the acks it holds would wait for the next batch
+			}
+		}
 		return
 	}
 	p.releaseHeld(m.Seq)

@@ -1189,8 +1189,9 @@ func (x *StandbyBatch) GetBatch() *TupleBatch {
 	return nil
 }
 
-// StandbyApplied answers StandbyBatch: every batch up to seq is applied
-// (seq 0 with need_snapshot: the standby holds no state to apply it to).
+// StandbyApplied answers StandbyBatch: every batch up to seq is applied, or
+// with need_snapshot, batch seq was not: the standby holds no state to
+// apply it to.
 type StandbyApplied struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
