@@ -233,7 +233,9 @@ func TestNodeSpeedlayerJetStream(t *testing.T) {
 // truth, exactly, on every member. Then the member hosting the most counter
 // tasks is killed (kill -9) mid-stream: its counter tasks start again from
 // their standbys, every order is read (and, over JetStream, acknowledged),
-// and the zones are the truth again, exactly, nothing dead-lettered.
+// and the zones are the truth again, exactly, nothing dead-lettered. Last,
+// the dead member comes back on its address (as a new member) and the
+// zones stay the truth.
 func TestNodeService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
@@ -408,6 +410,13 @@ job:
 			t.Fatalf("member %d dead-lettered (or its log: %v):\n%s", i, err, b)
 		}
 	}
+	// The dead member comes back on its address, as a new member: it takes
+	// its share of the tasks (and their state) and nothing counts twice.
+	members[victim], _ = startNode(t, filepath.Join(dir, fmt.Sprintf("node%d.yaml", victim)))
+	time.Sleep(2 * time.Second)
+	publish(4*n, 5*n)
+	consumed()
+	check(5*n, append(live, victim), "after the dead member came back")
 }
 
 // waitConsumed waits until the durable consumer of ORDERS on url has
