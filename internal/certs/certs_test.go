@@ -35,25 +35,8 @@ func TestMutual(t *testing.T) {
 		}, "unknown authority"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			server, _, err := Mutual(Files(member), tc.names)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := tls.Listen("tcp", "127.0.0.1:0", server)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			served := make(chan error, 1)
-			go func() {
-				c, err := l.Accept()
-				if err == nil {
-					err = c.(*tls.Conn).Handshake()
-					c.Close()
-				}
-				served <- err
-			}()
-			conn, err := tls.Dial("tcp", l.Addr().String(), tc.client())
+			addr, served := serveOnce(t, member, tc.names)
+			conn, err := tls.Dial("tcp", addr, tc.client())
 			if err == nil {
 				// TLS 1.3: a refused client certificate shows on the first read.
 				_, err = conn.Read(make([]byte, 1))
@@ -88,27 +71,38 @@ func TestMutualClientRefusesAStranger(t *testing.T) {
 		{"no wanted name", member, []string{"acker-host"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			server, _, err := Mutual(Files(tc.server), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := tls.Listen("tcp", "127.0.0.1:0", server)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			go func() {
-				if c, err := l.Accept(); err == nil {
-					_ = c.(*tls.Conn).Handshake()
-					c.Close()
-				}
-			}()
-			if c, err := tls.Dial("tcp", l.Addr().String(), mutualClient(t, member, tc.names)); err == nil {
+			addr, _ := serveOnce(t, tc.server, nil)
+			if c, err := tls.Dial("tcp", addr, mutualClient(t, member, tc.names)); err == nil {
 				c.Close()
 				t.Fatal("the client took the server")
 			}
 		})
 	}
+}
+
+// serveOnce listens on 127.0.0.1 with Mutual's server config of f and
+// names, and shakes hands with one client; served tells how that went.
+func serveOnce(t *testing.T, f TLSFiles, names []string) (addr string, served <-chan error) {
+	t.Helper()
+	server, _, err := Mutual(Files(f), names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	out := make(chan error, 1)
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			err = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+		out <- err
+	}()
+	return l.Addr().String(), out
 }
 
 // TLSFiles is testserver's, for the table.
