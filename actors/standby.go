@@ -21,7 +21,8 @@ import (
 // finds the standby beside it and takes its state over; the roots whose acks
 // it held replay, and the exactly-once ids (part of the state) drop what
 // the standby had applied already.
-var KindStandby = grain.StandbyKind(KindCounter)
+// It is grain.StandbyKind(KindCounter), spelled as a constant.
+const KindStandby = KindCounter + "-standby"
 
 // CounterTask is where a counter task lives, and its standby.
 type CounterTask struct {
