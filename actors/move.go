@@ -15,6 +15,12 @@ import (
 // learn of the new topology, or when it stops).
 const MoveGrace = 10 * time.Second
 
+// moveTries and moveRetry bound the attempts to activate a task's new home.
+const (
+	moveTries = 4
+	moveRetry = time.Second
+)
+
 // stopForwarding is a moved task's timer message.
 type stopForwarding struct{}
 
@@ -49,6 +55,13 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 // when the activation failed (the task then stays and keeps working).
 func moveTo(ctx actor.Context, m *grain.Moved, what string, log interface{ Errorf(string, ...any) }) *forwarder {
 	to, err := m.Activate()
+	for try := 1; (err != nil || to == nil) && try < moveTries; try++ {
+		// A member that comes back on the address of one that just died is
+		// reached, for a few seconds, through the dead one's failing
+		// connection, which drops what is sent to it.
+		time.Sleep(moveRetry)
+		to, err = m.Activate()
+	}
 	if err != nil || to == nil {
 		log.Errorf("%s: moving to another member: %v; staying", what, err)
 		if m.Done != nil {

@@ -112,6 +112,8 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		}
 	case *messages.StandbyApplied:
 		p.applied(m)
+	case *standbyFound:
+		p.found(m)
 	case *flushAcks:
 		p.ackTimer = false
 		if p.col != nil {

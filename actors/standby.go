@@ -186,6 +186,9 @@ type replica struct {
 	current   []ackTo    // the acks of the batch being applied
 	retryAt   time.Time  // a sync that failed is tried again from then
 	syncedAt  uint64     // seq when the standby was last synced
+	epoch     uint64     // the membership change the standby was looked up at
+	resolving bool       // a lookup is under way
+	none      bool       // no member holds a standby
 }
 
 // heldAcks are the acks of one batch.
@@ -199,8 +202,9 @@ type ackTo struct {
 	m     *messages.AckBatch
 }
 
-// standbyWait bounds each part of a snapshot sent to a standby.
-const standbyWait = 5 * time.Second
+// standbyWait bounds each part of a snapshot sent to a standby (256 KiB):
+// the task waits for nothing else meanwhile, queries included.
+const standbyWait = time.Second
 
 // syncRetry is how long a counter task waits before it tries again to sync
 // a standby that did not take its state (its member may be dying): its
@@ -209,32 +213,89 @@ const syncRetry = time.Second
 
 // standby is the task's replica, ready to take the batch about to be
 // applied; nil when the task is no counter or the cluster has no member to
-// hold a standby (a cluster of one: nothing to fail over to).
+// hold a standby (a cluster of one: nothing to fail over to). Where the
+// standby lives is looked up aside, once per change of the membership: the
+// lookup asks the runner-up's member, which may be the one that just died
+// (seconds, until the membership says so), and the task goes on meanwhile,
+// its acks held.
 func (p *processorTask) standby() *replica {
 	if _, ok := p.user.(counted); !ok || p.finished {
 		return nil
 	}
-	pid := p.res.get(KindStandby, p.env.topo.identity(p.task))
-	if pid == nil {
-		if p.rep != nil {
-			p.releaseHeld(p.rep.seq) // nothing else will hold them
-			p.rep.pid, p.rep.synced = nil, false
-		}
+	if p.rep == nil {
+		p.rep = &replica{epoch: ^uint64(0)}
+	}
+	rep := p.rep
+	if e := p.env.epoch.Load(); e != rep.epoch && !rep.resolving {
+		rep.epoch, rep.resolving = e, true
+		c, id, self, root := p.res.c, p.env.topo.identity(p.task), p.self, p.root
+		go func() {
+			f := &standbyFound{}
+			if o, ok := c.IdentityLookup.(grain.Owners); ok && o.Owner(KindStandby, id) == "" {
+				f.none = true // no member to hold one
+			} else if f.pid = c.Get(id, KindStandby); f.pid == nil {
+				f.failed = true // its member did not answer: try again at the next change
+			}
+			root.Send(self, f)
+		}()
+	}
+	if rep.none && !rep.resolving {
 		return nil
 	}
-	if p.rep == nil {
-		p.rep = &replica{}
+	if rep.pid != nil && !rep.synced && !p.env.now().Before(rep.retryAt) {
+		p.sync(rep.pid)
 	}
-	if (!pid.Equal(p.rep.pid) || !p.rep.synced) && !p.env.now().Before(p.rep.retryAt) {
-		p.sync(pid)
+	return rep
+}
+
+// live says whether the member at addr is in this member's view.
+func (p *processorTask) live(addr string) bool {
+	for _, m := range p.res.c.MemberList.Members().Members() {
+		if m.Address() == addr {
+			return true
+		}
 	}
-	return p.rep
+	return false
+}
+
+// standbyFound is where the task's standby lives now.
+type standbyFound struct {
+	pid    *actor.PID
+	none   bool // no member holds one
+	failed bool // the lookup failed
+}
+
+// found takes the lookup's answer: a standby elsewhere than the one synced
+// gets the task's state; none, and the acks held go.
+func (p *processorTask) found(m *standbyFound) {
+	rep := p.rep
+	if rep == nil {
+		return
+	}
+	rep.resolving = false
+	switch {
+	case m.none:
+		rep.pid, rep.synced, rep.none = nil, false, true
+		p.releaseHeld(rep.seq) // nothing else will hold them
+		return
+	case m.failed:
+		rep.epoch = ^uint64(0) // look again at the next batch
+		return
+	}
+	rep.none = false
+	if !m.pid.Equal(rep.pid) || !rep.synced {
+		p.sync(m.pid)
+	}
 }
 
 // sync sends the standby the task's whole state, afresh. What the task
 // applied so far is then on the standby: the acks held go out.
 func (p *processorTask) sync(pid *actor.PID) {
 	p.rep.pid, p.rep.synced = pid, false
+	if !p.live(pid.Address) { // gone, or not yet seen: a part would wait for nothing
+		p.rep.retryAt = p.env.now().Add(syncRetry)
+		return
+	}
 	p.root.Send(pid, &messages.StandbyReset{})
 	ok := true
 	p.user.(counted).counter().export(counterStateBytes, func(st *messages.CounterState) {
