@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/acktor/acktor/cluster/grain"
+	"github.com/acktor/acktor/messages"
 )
 
 // MoveGrace is how long a task that moved to another member keeps passing
@@ -45,6 +46,10 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 		// The old activation's messages to itself: the new one keeps its
 		// own timers, move flushed what a flush would send, and these
 		// cannot cross to another member.
+		return true
+	case *messages.StandbyApplied, *standbyFound:
+		// About the old activation's batches to its standby: the new one
+		// numbers its own, and syncs its standby afresh.
 		return true
 	}
 	ctx.Forward(f.to)
