@@ -9,24 +9,34 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// FreePorts returns n ports free on 127.0.0.1 a moment ago.
+// handedOut are the ports FreePorts gave in this test binary: the kernel
+// may give a port again once its listener closed, and two calls of one test
+// (a gateway's port, then the members') must not get the same one.
+var handedOut sync.Map
+
+// FreePorts returns n ports free on 127.0.0.1 a moment ago, none it returned
+// before in this process.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	var ls []net.Listener
-	for range n {
+	for len(ports) < n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ls = append(ls, l) // held until the end, so the kernel gives another
+		port := l.Addr().(*net.TCPAddr).Port
+		if _, again := handedOut.LoadOrStore(port, true); !again {
+			ports = append(ports, port)
+		}
 	}
 	for _, l := range ls {
 		_ = l.Close()
