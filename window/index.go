@@ -1,64 +1,100 @@
 package window
 
-// cellIndex maps a column to its cell in one pane: open addressing with
-// linear probing on a Fibonacci hash of the column, kept at most 3/4 full
-// (probes stay within a cache line or two, and the table in L2 longer).
-// The newest pane's index is small (its distinct keys, not all keys), so it
-// stays in cache where a vector over every key would not.
+import "math/bits"
+
+// cellIndex maps a column to its cell in one pane: open addressing over
+// groups of 8 slots, each slot with a control byte that is either free or
+// 7 bits of the column's hash, the 8 bytes of a group in one word kept
+// apart from the slots. A probe compares a group's 8 bytes at once and
+// reads a slot only where its byte matches, so a column that is not there
+// (most updates at many keys: each a new cell) costs one read of a word
+// that is likely in L1, and no branch on how long the probe was. The table
+// is kept at most 3/4 full. The newest pane's index is small (its distinct
+// keys, not all keys), so it stays in cache where a vector over every key
+// would not.
 type cellIndex struct {
-	slots []indexSlot // a power of two long, or nil until the first put
-	shift uint32      // 32 - log2(len(slots))
+	ctrl  []uint64    // a group's control bytes, byte k for slot 8·group+k; nil until the first put
+	slots []indexSlot // 8 per group
+	shift uint8       // 64 - log2(len(ctrl)): a hash's top bits are its home group
 	n     int
 }
 
-// indexSlot holds a column and its cell's index plus one: 0 marks a free
-// slot.
+// indexSlot holds a column and its cell's index.
 type indexSlot struct{ col, cell uint32 }
 
-// minIndex is the smallest table, in slots.
-const minIndex = 64
+const (
+	minIndex  = 64                 // the smallest table, in slots
+	freeBytes = 0x8080808080808080 // a group of free control bytes
+	lowBytes  = 0x0101010101010101
+)
 
-// find returns col's cell, or where put should record it.
+// hashCol spreads col over 64 bits: the top bits pick the home group, the
+// 7 bits below them are its control byte.
+func (x *cellIndex) hashCol(col uint32) (group uint32, tag uint64) {
+	h := uint64(col) * 0x9E3779B97F4A7C15
+	return uint32(h >> x.shift), h >> (x.shift - 7) & 0x7F
+}
+
+// find returns col's cell, or the slot where put should record it.
 func (x *cellIndex) find(col uint32) (cell, at uint32, ok bool) {
-	if x.slots == nil {
+	if x.ctrl == nil {
 		return 0, 0, false
 	}
-	mask := uint32(len(x.slots) - 1)
-	for h := (col * 0x9E3779B1) >> x.shift; ; h = (h + 1) & mask {
-		s := x.slots[h]
-		if s.cell == 0 {
-			return 0, h, false
+	mask := uint32(len(x.ctrl) - 1)
+	g, tag := x.hashCol(col)
+	for ; ; g = (g + 1) & mask {
+		c := x.ctrl[g]
+		m := c ^ tag*lowBytes // zero bytes where the tag is
+		// The high bit of each byte of m that is zero, and maybe of some
+		// above one (a borrow): the slots to compare.
+		for match := (m - lowBytes) &^ m & freeBytes; match != 0; match &= match - 1 {
+			i := g*8 + uint32(bits.TrailingZeros64(match))/8
+			if s := x.slots[i]; s.col == col {
+				return s.cell, i, true
+			}
 		}
-		if s.col == col {
-			return s.cell - 1, h, true
+		// Nothing is ever removed, so a column is never past a group
+		// that had a free slot when it was put.
+		if free := c & freeBytes; free != 0 {
+			return 0, g*8 + uint32(bits.TrailingZeros64(free))/8, false
 		}
 	}
 }
 
 // put records col's cell at the slot a failed find returned.
 func (x *cellIndex) put(col, cell, at uint32) {
-	if x.slots == nil {
+	if x.ctrl == nil {
 		x.resize(minIndex)
 		_, at, _ = x.find(col)
 	}
-	x.slots[at] = indexSlot{col: col, cell: cell + 1}
+	x.set(col, cell, at)
 	if x.n++; 4*x.n > 3*len(x.slots) {
 		x.resize(2 * len(x.slots))
 	}
 }
 
-// resize rehashes into size slots, a power of two.
+// set fills the free slot at.
+func (x *cellIndex) set(col, cell, at uint32) {
+	_, tag := x.hashCol(col)
+	shift := at % 8 * 8
+	g := &x.ctrl[at/8]
+	*g = *g&^(0xFF<<shift) | tag<<shift
+	x.slots[at] = indexSlot{col: col, cell: cell}
+}
+
+// resize rehashes into size slots, a power of two, at least minIndex.
 func (x *cellIndex) resize(size int) {
-	old := x.slots
-	x.slots = make([]indexSlot, size)
-	x.shift = 32
-	for s := size; s > 1; s >>= 1 {
-		x.shift--
+	oldCtrl, oldSlots := x.ctrl, x.slots
+	x.ctrl, x.slots = make([]uint64, size/8), make([]indexSlot, size)
+	for i := range x.ctrl {
+		x.ctrl[i] = freeBytes
 	}
-	for _, s := range old {
-		if s.cell != 0 {
+	x.shift = uint8(64 - bits.TrailingZeros(uint(size/8)))
+	for g, c := range oldCtrl {
+		for full := ^c & freeBytes; full != 0; full &= full - 1 {
+			s := oldSlots[g*8+bits.TrailingZeros64(full)/8]
 			_, at, _ := x.find(s.col)
-			x.slots[at] = s
+			x.set(s.col, s.cell, at)
 		}
 	}
 }
@@ -74,10 +110,12 @@ func (x *cellIndex) reset() {
 		for size < 4*x.n {
 			size *= 2
 		}
-		x.slots = nil
+		x.ctrl, x.slots = nil, nil // the entries go with them
 		x.resize(size)
 	default:
-		clear(x.slots)
+		for i := range x.ctrl {
+			x.ctrl[i] = freeBytes
+		}
 	}
 	x.n = 0
 }

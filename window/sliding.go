@@ -104,7 +104,7 @@ type pane struct {
 // 20 bytes per column (its total, its reclaim bookkeeping) plus the
 // dictionary (the key's bytes, its string header, a 32-byte slot, at most
 // 3/4 full, that also holds a key of up to 20 bytes); 16 bytes per
-// cell in use; the newest pane's index, 8 bytes a slot, at most 3/4 full;
+// cell in use; the newest pane's index, 9 bytes a slot, at most 3/4 full;
 // and the panes' spare capacity: a pane that expires holding less than a
 // quarter of its buffer, beyond 1024 cells, gives the buffer back.
 //
