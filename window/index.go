@@ -61,6 +61,34 @@ func (x *cellIndex) find(col uint32) (cell, at uint32, ok bool) {
 	}
 }
 
+// findOrPut returns col's cell if it has one, else records cell as col's
+// and returns it with false: find and put in one probe.
+func (x *cellIndex) findOrPut(col, cell uint32) (uint32, bool) {
+	if x.ctrl == nil {
+		x.resize(minIndex)
+	}
+	mask := uint32(len(x.ctrl) - 1)
+	g, tag := x.hashCol(col)
+	for ; ; g = (g + 1) & mask {
+		c := x.ctrl[g]
+		m := c ^ tag*lowBytes
+		for match := (m - lowBytes) &^ m & freeBytes; match != 0; match &= match - 1 {
+			if s := x.slots[g*8+uint32(bits.TrailingZeros64(match))/8]; s.col == col {
+				return s.cell, true
+			}
+		}
+		if free := c & freeBytes; free != 0 {
+			k := uint32(bits.TrailingZeros64(free)) &^ 7
+			x.ctrl[g] = c&^(0xFF<<k) | tag<<k
+			x.slots[g*8+k/8] = indexSlot{col: col, cell: cell}
+			if x.n++; 4*x.n > 3*len(x.slots) {
+				x.resize(2 * len(x.slots))
+			}
+			return cell, false
+		}
+	}
+}
+
 // put records col's cell at the slot a failed find returned.
 func (x *cellIndex) put(col, cell, at uint32) {
 	if x.ctrl == nil {

@@ -6,8 +6,9 @@ import (
 )
 
 // TestCellIndex checks the index against a map through growth, resets and
-// shrinks, with columns drawn from a narrow and from a wide range so that
-// probe chains meet.
+// shrinks, putting through find and put or through findOrPut, with
+// columns drawn from a narrow and from a wide range so that probe chains
+// meet.
 func TestCellIndex(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -26,8 +27,18 @@ func TestCellIndex(t *testing.T) {
 				want := map[uint32]uint32{}
 				for range puts {
 					col := rng.Uint32N(tc.cols)
+					w, in := want[col]
+					if rng.IntN(2) == 0 {
+						if cell, ok := x.findOrPut(col, uint32(len(want))); ok != in || ok && cell != w || !ok && cell != uint32(len(want)) {
+							t.Fatalf("%s seed %d round %d: findOrPut(%d, %d) = %d, %v; want %d, %v", tc.name, seed, round, col, len(want), cell, ok, w, in)
+						}
+						if !in {
+							want[col] = uint32(len(want))
+						}
+						continue
+					}
 					cell, at, ok := x.find(col)
-					if w, in := want[col]; ok != in || ok && cell != w {
+					if ok != in || ok && cell != w {
 						t.Fatalf("%s seed %d round %d: find(%d) = %d, %v; want %d, %v", tc.name, seed, round, col, cell, ok, w, in)
 					}
 					if !ok {

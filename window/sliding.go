@@ -228,19 +228,21 @@ func (w *Sliding) addAt(s int, col uint32, value int64) error {
 // past the cells when it made none.
 func (w *Sliding) addHead(col uint32, value int64) (uint32, error) {
 	p := &w.panes[w.clock.slot]
-	i, at, ok := w.head.find(col)
-	if ok {
+	if w.cellCount < w.maxCells { // a new cell has room: one probe
+		n := uint32(len(p.cells))
+		if i, ok := w.head.findOrPut(col, n); ok {
+			return i, w.bump(&p.cells[i], value)
+		}
+		p.cells = append(p.cells, cell{col: col, count: 1, sum: value})
+		w.cellCount++
+		w.stats.Added++
+		return n, nil
+	}
+	if i, _, ok := w.head.find(col); ok {
 		return i, w.bump(&p.cells[i], value)
 	}
-	if w.cellCount >= w.maxCells {
-		w.stats.CellsFull++
-		return uint32(len(p.cells)), ErrCellsFull
-	}
-	w.head.put(col, uint32(len(p.cells)), at)
-	p.cells = append(p.cells, cell{col: col, count: 1, sum: value})
-	w.cellCount++
-	w.stats.Added++
-	return uint32(len(p.cells) - 1), nil
+	w.stats.CellsFull++
+	return uint32(len(p.cells)), ErrCellsFull
 }
 
 // addLate puts an update of col into the closed pane in slot s, and into
