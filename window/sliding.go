@@ -196,9 +196,16 @@ func (w *Sliding) AddIndex(t int64, col uint32, value int64) error {
 	if uint64(col) >= uint64(len(w.totals)) {
 		return ErrColumn
 	}
-	if w.inHead(t) { // the fast path, spelled out: nothing here inlines further
-		_, err := w.addHead(col, value)
-		return err
+	if w.inHead(t) && w.cellCount < w.maxCells { // addHead's fast path, spelled out: it does not inline
+		p := &w.panes[w.clock.slot]
+		n := uint32(len(p.cells))
+		if i, ok := w.head.findOrPut(col, n); ok {
+			return w.bump(&p.cells[i], value)
+		}
+		p.cells = append(p.cells, cell{col: col, count: 1, sum: value})
+		w.cellCount++
+		w.stats.Added++
+		return nil
 	}
 	s, err := w.place(t, w)
 	if err != nil {
