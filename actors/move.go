@@ -42,12 +42,12 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 		return true
 	case actor.SystemMessage, actor.AutoReceiveMessage, *cluster.ClusterInit, *grain.Moved:
 		return false
-	case *pull, *spoutTick, *rotate, *flushOut, *flushAcks, *reportNow:
+	case *pull, *spoutTick, *rotate, *flushOut, *flushAcks, *reportNow, *stateLate:
 		// The old activation's messages to itself: the new one keeps its
 		// own timers, move flushed what a flush would send, and these
 		// cannot cross to another member.
 		return true
-	case *messages.StandbyApplied, *standbyFound:
+	case *messages.StandbyApplied, *standbyFound, *claimed:
 		// About the old activation's batches to its standby: the new one
 		// numbers its own, and syncs its standby afresh.
 		return true

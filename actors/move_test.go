@@ -29,7 +29,8 @@ func TestForwarderDropsTimers(t *testing.T) {
 		forward bool
 	}{
 		{&pull{}, false}, {&spoutTick{}, false}, {&rotate{}, false}, {&flushOut{}, false},
-		{&flushAcks{}, false}, {&reportNow{}, false},
+		{&flushAcks{}, false}, {&reportNow{}, false}, {&stateLate{}, false}, {&claimed{}, false},
+		{&messages.StandbyApplied{}, false}, {&standbyFound{}, false},
 		{&messages.TupleBatch{}, true}, {&messages.AckBatch{}, true}, {&messages.Completed{}, true},
 	} {
 		t.Run(fmt.Sprintf("%T", tc.msg), func(t *testing.T) {

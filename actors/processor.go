@@ -40,6 +40,7 @@ type processorTask struct {
 	// no update is applied before the exactly-once ids it may repeat.
 	awaiting bool
 	held     []any
+	incoming bool // grain.Incoming came: the state follows
 
 	// reuse is set when user keeps no tuple past Process (a Reuser, or the
 	// runtime's own Counter): its batches, once every tuple is done, and
@@ -56,6 +57,15 @@ func (p *processorTask) Receive(ctx actor.Context) {
 	if p.fwd.pass(ctx) {
 		return
 	}
+	switch ctx.Message().(type) {
+	case *messages.TupleBatch, *messages.Drain, *messages.CounterQuery:
+		if !p.decided && p.col != nil { // not moved here (Incoming comes first): restarted, new, or moving here
+			p.decided = true
+			if !p.takeOver() {
+				p.claim()
+			}
+		}
+	}
 	if p.awaiting {
 		switch ctx.Message().(type) {
 		case *messages.TupleBatch, *messages.Drain:
@@ -63,22 +73,14 @@ func (p *processorTask) Receive(ctx actor.Context) {
 			return
 		}
 	}
-	switch ctx.Message().(type) {
-	case *messages.TupleBatch, *messages.Drain, *messages.CounterQuery:
-		if !p.decided && p.col != nil { // not moved here (Incoming comes first): restarted, or new
-			p.decided = true
-			p.takeOver()
-		}
-	}
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		p.init(ctx, m)
 	case *grain.Incoming:
-		p.decided = true // its state comes from its earlier activation
-		if _, ok := p.user.(counted); ok && !p.awaiting {
-			p.awaiting = true
-			scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(MoveGrace, ctx.Self(), &stateLate{})
-		}
+		p.decided, p.incoming = true, true // its state comes from its earlier activation
+		p.await()
+	case *claimed:
+		p.claimedBy(m)
 	case *stateLate:
 		if p.awaiting {
 			p.env.log.Warnf("counter %s/%d: the moved task's state did not all come in %v; going on without the rest", p.info.Component, p.info.Index, MoveGrace)

@@ -363,22 +363,72 @@ func (p *processorTask) releaseHeld(seq uint64) {
 
 // takeOver gives a counter task activated after its member died the state
 // of its standby, if one is beside it on this member: the task's state as
-// of the last batch the standby applied.
-func (p *processorTask) takeOver() {
+// of the last batch the standby applied. It says whether it took one.
+func (p *processorTask) takeOver() bool {
 	if _, ok := p.user.(counted); !ok {
-		return
+		return false
 	}
 	pid, ok := p.env.standbys.Load(p.env.topo.identity(p.task))
 	if !ok {
-		return
+		return false
 	}
 	res, err := p.root.RequestFuture(pid.(*actor.PID), &promote{}, standbyWait).Result()
 	if err != nil {
 		p.env.log.WithError(err).Errorf("counter %s/%d: taking over its standby's state; starting empty", p.info.Component, p.info.Index)
+		return false
+	}
+	c := res.(*promoted).counter
+	if c == nil {
+		return false
+	}
+	p.user.(counted).counter().take(c)
+	p.env.log.Warnf("counter %s/%d: started again from its standby's state (%d updates applied)", p.info.Component, p.info.Index, c.st.Applied)
+	return true
+}
+
+// claimed is the answer to a counter task's claim: whether another member
+// held an activation of it, which is moving here.
+type claimed struct {
+	moving bool
+	err    error
+}
+
+// claim asks, aside, whether the member that held the task before this one
+// joined holds it still, and has it move here; the input waits meanwhile.
+// A member that joined is asked for a task by the members that know of it
+// before the task's old member does: without the claim the two activations
+// would both apply updates until the old one moves, and this one's would
+// miss the old one's exactly-once ids and sketches (a value seen before,
+// counted as new).
+func (p *processorTask) claim() {
+	cl, ok := p.res.c.IdentityLookup.(grain.Claimer)
+	if _, counter := p.user.(counted); !ok || !counter {
 		return
 	}
-	if c := res.(*promoted).counter; c != nil {
-		p.user.(counted).counter().take(c)
-		p.env.log.Warnf("counter %s/%d: started again from its standby's state (%d updates applied)", p.info.Component, p.info.Index, c.st.Applied)
+	p.await()
+	id, self, root := p.env.topo.identity(p.task), p.self, p.root
+	go func() {
+		moving, err := cl.Claim(KindCounter, id)
+		root.Send(self, &claimed{moving: moving, err: err})
+	}()
+}
+
+// claimedBy goes on once a claim found no other activation: nothing will
+// come to wait for. When one moves here, its state ends the wait.
+func (p *processorTask) claimedBy(m *claimed) {
+	if m.err != nil {
+		p.env.log.WithError(m.err).Warnf("counter %s/%d: no answer from the member that held it before; going on", p.info.Component, p.info.Index)
+	}
+	if !m.moving && !p.incoming && p.awaiting {
+		p.release()
+	}
+}
+
+// await holds the task's input until the state of its earlier activation
+// is in, or MoveGrace has passed.
+func (p *processorTask) await() {
+	if _, ok := p.user.(counted); ok && !p.awaiting {
+		p.awaiting = true
+		scheduler.NewTimerScheduler(p.root).SendOnce(MoveGrace, p.self, &stateLate{})
 	}
 }

@@ -94,6 +94,12 @@ func (p *placement) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 			if m.Address != c.ActorSystem.Address() {
 				p.update(nil, m.Address)
 			}
+		case *pcluster.ActivationTerminated:
+			// The grain stopped or moved: calls look it up again rather than
+			// wait on a forwarder whose member may be dying.
+			if m.ClusterIdentity != nil && m.Pid != nil {
+				c.PidCache.RemoveByValue(m.ClusterIdentity.Identity, m.ClusterIdentity.Kind, m.Pid)
+			}
 		}
 	})
 }
@@ -195,13 +201,16 @@ func newRendezvous(ms []*pcluster.Member) *rendezvous {
 // (StandbyKind) is the runner-up of its kind's identity: the member that
 // owns the identity once its owner is gone, so that a grain's new activation
 // finds its standby beside it; "" with a single member.
-func (r *rendezvous) owner(kind, identity string) string {
+func (r *rendezvous) owner(kind, identity string) string { return r.ownerWithout(kind, identity, "") }
+
+// ownerWithout is owner among the members but the one at skip.
+func (r *rendezvous) ownerWithout(kind, identity, skip string) string {
 	base, standby := grain.StandbyOf(kind)
 	h := fnv64(identity)
 	var best, second uint64
 	owner, runnerUp := "", ""
 	for _, m := range r.members {
-		if !hasKind(m.kinds, base) || (standby && !hasKind(m.kinds, kind)) {
+		if m.addr == skip || !hasKind(m.kinds, base) || (standby && !hasKind(m.kinds, kind)) {
 			continue
 		}
 		switch s := mix.Splitmix64(h ^ m.seed); {
@@ -220,6 +229,25 @@ func (r *rendezvous) owner(kind, identity string) string {
 
 // Owner is where identity of kind lives (grain.Owners).
 func (p *placement) Owner(kind, identity string) string { return p.rdv.Load().owner(kind, identity) }
+
+// claimWait bounds a claim's round trip: the grain's input waits for it.
+const claimWait = 2 * time.Second
+
+// Claim implements grain.Claimer: it asks the member that owns identity
+// when this one is left out, which held it before this one joined.
+func (p *placement) Claim(kind, identity string) (bool, error) {
+	prev := p.rdv.Load().ownerWithout(kind, identity, p.c.ActorSystem.Address())
+	if prev == "" {
+		return false, nil
+	}
+	res, err := p.c.ActorSystem.Root.RequestFuture(actor.NewPID(prev, placementActorName),
+		&pcluster.ActivationRequest{ClusterIdentity: pcluster.NewClusterIdentity(identity, kind), RequestId: grain.ClaimRequest}, claimWait).Result()
+	if err != nil {
+		return false, fmt.Errorf("claiming %s from %s: %w", identity, prev, err)
+	}
+	r, ok := res.(*pcluster.ActivationResponse)
+	return ok && r.Pid != nil, nil
+}
 
 func hasKind(kinds []string, k string) bool {
 	for _, x := range kinds {
@@ -274,6 +302,9 @@ func (a *placementActor) activate(ctx actor.Context, m *pcluster.ActivationReque
 	key := m.ClusterIdentity.AsKey()
 	g, ok := a.grains[key]
 	switch {
+	case m.RequestId == grain.ClaimRequest:
+		a.claimed(ctx, key, g, ok)
+		return
 	case ok && g.movedTo != "": // asked by a member that has not seen the move
 		ctx.Forward(actor.NewPID(g.movedTo, placementActorName))
 		return
@@ -302,6 +333,24 @@ func (a *placementActor) activate(ctx actor.Context, m *pcluster.ActivationReque
 	kind.Inc()
 	a.grains[key] = placed{id: m.ClusterIdentity, pid: pid}
 	ctx.Respond(&pcluster.ActivationResponse{Pid: pid})
+}
+
+// claimed answers a claim from a member that activated the grain at key
+// before this one learned it joined: the activation here (g, if ok) moves
+// there at once, so that only one takes input; Failed when none is here.
+func (a *placementActor) claimed(ctx actor.Context, key string, g placed, ok bool) {
+	claimer := ""
+	if ctx.Sender() != nil {
+		claimer = ctx.Sender().Address
+	}
+	switch {
+	case !ok || claimer == "" || claimer == a.p.c.ActorSystem.Address() || (g.movedTo != "" && g.movedTo != claimer):
+		ctx.Respond(&pcluster.ActivationResponse{Failed: true})
+		return
+	case g.movedTo == "":
+		a.move(ctx, key, g, claimer, nil)
+	}
+	ctx.Respond(&pcluster.ActivationResponse{Pid: g.pid})
 }
 
 func (a *placementActor) terminated(who *actor.PID) {
@@ -348,6 +397,8 @@ func (a *placementActor) move(ctx actor.Context, key string, g placed, owner str
 		return r.Pid, nil
 	}
 	ctx.Send(g.pid, &grain.Moved{Activate: activate, Done: done})
+	// Its PID only passes messages on now: every member's cache drops it.
+	a.p.c.MemberList.BroadcastEvent(&pcluster.ActivationTerminated{Pid: g.pid, ClusterIdentity: g.id}, true)
 }
 
 // evacuate moves every grain to the member that owns it without this one.

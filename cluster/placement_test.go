@@ -253,3 +253,85 @@ func TestPlacementStandbyIsTheRunnerUp(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacementClaim: a member that claims a grain from the member that
+// held it before gets it moved over at once, and the grain hears Incoming
+// first there; a claim of a grain the other member does not hold
+// activates nothing and answers false, as does one with no other member.
+func TestPlacementClaim(t *testing.T) {
+	agent := test.NewInMemAgent()
+	var first sync.Map
+	start := func() *pcluster.Cluster {
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.NewTextHandler(io.Discard, nil))
+		}))
+		c := pcluster.New(sys, pcluster.Configure("p", test.NewTestProvider(agent), Placement(),
+			remote.Configure("127.0.0.1", 0), pcluster.WithKinds(pcluster.NewKind("probe", actor.PropsFromProducer(func() actor.Actor { return &probe{first: &first} })))))
+		c.StartMember()
+		t.Cleanup(func() { c.Shutdown(false) })
+		return c
+	}
+	a := start()
+	if moving, err := a.IdentityLookup.(grain.Claimer).Claim("probe", "g/0"); moving || err != nil {
+		t.Fatalf("a single member claimed: %v, %v", moving, err)
+	}
+	b := start()
+	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 2 || b.MemberList.Members().Len() != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("members did not see each other")
+		}
+	}
+	var owned []string // identities a owns
+	for n := 0; len(owned) < 2; n++ {
+		if id := fmt.Sprintf("g/%d", n); Owner(a, "probe", id) == a.ActorSystem.Address() {
+			owned = append(owned, id)
+		}
+	}
+	held, never := owned[0], owned[1]
+	if _, err := b.Request(held, "probe", &pcluster.ClusterIdentity{}); err != nil {
+		t.Fatal(err)
+	}
+	old, ok := b.PidCache.Get(held, "probe")
+	if !ok {
+		t.Fatalf("b has no PID of %s cached after calling it", held)
+	}
+	claimer := b.IdentityLookup.(grain.Claimer)
+	if moving, err := claimer.Claim("probe", never); moving || err != nil {
+		t.Fatalf("claimed %s, which a does not hold: %v, %v", never, moving, err)
+	}
+	if n := a.GetClusterKind("probe").Count(); n != 1 {
+		t.Fatalf("a has %d probes after a claim of one it did not hold, want 1", n)
+	}
+	if moving, err := claimer.Claim("probe", held); !moving || err != nil {
+		t.Fatalf("claimed %s, which a holds: %v, %v", held, moving, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var on []string
+		first.Range(func(k, v any) bool {
+			if strings.HasPrefix(k.(string), b.ActorSystem.Address()+"/") {
+				on = append(on, v.(string))
+			}
+			return true
+		})
+		if len(on) == 1 && on[0] == "*grain.Incoming" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the claim, b's activations heard first %v, want one that heard *grain.Incoming", on)
+		}
+	}
+	// Every member forgets the old PID, a forwarder now, and calls through
+	// the owner reach the moved activation.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if pid, ok := b.PidCache.Get(held, "probe"); !ok || !pid.Equal(old) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b still has the moved grain's old PID %v cached", old)
+		}
+	}
+	res, err := a.Request(held, "probe", &pcluster.ClusterIdentity{})
+	if err != nil || res.(*pcluster.ClusterIdentity).Identity != b.ActorSystem.Address() {
+		t.Fatalf("%s answered from %v (%v), want %s", held, res, err, b.ActorSystem.Address())
+	}
+}

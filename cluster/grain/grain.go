@@ -34,6 +34,25 @@ type Incoming struct{}
 // placement sends the grain Incoming first.
 const MovedRequest = "moved"
 
+// ClaimRequest marks a claim (cluster.ActivationRequest.RequestId): a grain
+// activated on a member that has just joined asks the member that held it
+// before (its Predecessor) to move its activation here now, rather than
+// once that member learns of the join; meanwhile both would take input. The
+// asked placement answers the PID of the activation it moves (Incoming and
+// the state follow), or Failed when it holds none; it never activates one.
+const ClaimRequest = "claim"
+
+// Claimer is what the placement offers a grain activated by a call rather
+// than a move: a way to find out whether another member holds an
+// activation of it, and to take that over.
+type Claimer interface {
+	// Claim asks the member that would own identity of kind were this one
+	// not in the cluster to move its activation here; true when it holds
+	// one, which then moves (Incoming and its state follow); false when it
+	// holds none or there is no such member. It blocks for a round trip.
+	Claim(kind, identity string) (bool, error)
+}
+
 // Deaths is what the placement (the cluster's IdentityLookup) tells grains
 // of members that died: left the cluster without handing their grains
 // over. A spout task replays its roots in flight when one dies.

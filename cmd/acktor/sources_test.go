@@ -319,7 +319,6 @@ job:
 	for i := range 3 {
 		start(i)
 	}
-	sketches := true // the sketch columns are checked too
 	check := func(orders uint64, live []int, when string) {
 		t.Helper()
 		truth := speedlayer.Truth(speedlayerOrders, int64(orders))
@@ -328,9 +327,6 @@ job:
 			for zone, want := range truth {
 				if got := zones[zone]; got.Count != want.Orders || uint64(got.Sum) != want.Fares {
 					t.Errorf("%s, gateway %d: %s: %d orders, %d fares; truth %d, %d", when, i, zone, got.Count, got.Sum, want.Orders, want.Fares)
-				}
-				if !sketches {
-					continue
 				}
 				// The sketch columns move too: distinct riders within the
 				// HyperLogLog's error, repeats within Bloom's false positives.
@@ -416,9 +412,10 @@ job:
 	}
 	// The dead member comes back on its address, as a new member: it takes
 	// its share of the tasks (and their state) and nothing counts twice.
-	// (Its sketch columns are not checked: in 1 of 6 runs the repeat
-	// riders of some zones came out 5-12 % low after it came back; open.)
-	sketches = false
+	// Members that learn of it first send it a counter task's input before
+	// the task's old member moves the task there; the new activation claims
+	// it and waits for its state (the repeat riders came out 5-12 % low when
+	// it applied that input to an empty Bloom filter).
 	members[victim], _ = startNode(t, filepath.Join(dir, fmt.Sprintf("node%d.yaml", victim)))
 	time.Sleep(2 * time.Second)
 	publish(4*n, 5*n)
