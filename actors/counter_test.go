@@ -25,9 +25,8 @@ type update struct {
 	t          int64
 }
 
-// feed hands ups to k as one batch and says, per tuple, "ack" or "fail".
-func feed(t *testing.T, k *Counter, ups []update) []string {
-	t.Helper()
+// batchOf is ups as one batch, a tuple each.
+func batchOf(ups []update) *messages.TupleBatch {
 	b := &messages.TupleBatch{}
 	for _, u := range ups {
 		b.AnchorCounts = append(b.AnchorCounts, 1)
@@ -38,7 +37,13 @@ func feed(t *testing.T, k *Counter, ups []update) []string {
 		b.ContentIds = append(b.ContentIds, u.cid)
 		b.Times = append(b.Times, u.t)
 	}
-	ts, err := decode(b, nil)
+	return b
+}
+
+// feed hands ups to k as one batch and says, per tuple, "ack" or "fail".
+func feed(t *testing.T, k *Counter, ups []update) []string {
+	t.Helper()
+	ts, err := decode(batchOf(ups), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,4 +405,69 @@ func TestCounterMoves(t *testing.T) {
 			t.Fatalf("seed %d: the state came in %d part", seed, parts)
 		}
 	}
+}
+
+// TestCounterAdoptRefusesBadParts: a part of a moved or synced state that
+// is corrupt, or from a counter of another shape (another job's), is
+// refused with an error naming what and which key, never taken silently:
+// the standby then holds nothing and asks for the state again.
+func TestCounterAdoptRefusesBadParts(t *testing.T) {
+	opts := CounterOptions{Window: window.Config{Size: 5 * time.Second, Pane: time.Second}, Value: -1, ExactlyOnce: true,
+		Distinct: &DistinctOptions{Field: 1}, Repeats: &RepeatOptions{Field: 1}}
+	other := opts
+	other.Repeats = &RepeatOptions{Field: 1, Expected: 10 * defaultExpected(t, opts)}
+	state := func(o CounterOptions) *messages.CounterState {
+		k, err := NewCounter(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		feed(t, k, []update{{"z1", "r1", 1, int64(time.Hour)}, {"z1", "r2", 2, int64(time.Hour)}})
+		var whole *messages.CounterState
+		k.export(1<<20, func(m *messages.CounterState) { whole = m })
+		return whole
+	}
+	for _, tc := range []struct {
+		name, want string
+		spoil      func(m *messages.CounterState)
+	}{
+		{"a column short", "malformed state", func(m *messages.CounterState) { m.Counts = m.Counts[:len(m.Counts)-1] }},
+		{"a corrupt Bloom filter", `sketches of key "z1"`, func(m *messages.CounterState) {
+			for _, sp := range m.Sketches {
+				if len(sp.Bloom) > 0 {
+					sp.Bloom[0] ^= 0xff
+				}
+			}
+		}},
+		{"a corrupt HyperLogLog", `sketches of key "z1"`, func(m *messages.CounterState) {
+			for _, sp := range m.Sketches {
+				if len(sp.Hll) > 0 {
+					sp.Hll = sp.Hll[:len(sp.Hll)/2]
+				}
+			}
+		}},
+		{"another job's Bloom shape", `sketches of key "z1"`, func(m *messages.CounterState) {
+			theirs := state(other)
+			m.Sketches = theirs.Sketches
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := state(opts)
+			tc.spoil(m)
+			to, _ := NewCounter(opts)
+			err := to.adopt(m)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("adopt: %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// defaultExpected is the Bloom filters' default size in values per key.
+func defaultExpected(t *testing.T, o CounterOptions) uint {
+	t.Helper()
+	o, err := o.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.Repeats.Expected
 }

@@ -2,8 +2,12 @@ package actors
 
 import (
 	"testing"
+	"time"
 
 	"github.com/acktor/acktor/cluster/grain"
+	"github.com/acktor/acktor/messages"
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestKindStandby: the placement puts KindStandby's grains on the
@@ -11,5 +15,67 @@ import (
 func TestKindStandby(t *testing.T) {
 	if base, ok := grain.StandbyOf(KindStandby); KindStandby != grain.StandbyKind(KindCounter) || !ok || base != KindCounter {
 		t.Fatalf("KindStandby %q is not the placement's standby kind of %q", KindStandby, KindCounter)
+	}
+}
+
+// standbyContext is what a standby's Receive uses of its context.
+type standbyContext struct {
+	actor.Context
+	msg     any
+	sender  *actor.PID
+	answers []any
+}
+
+func (c *standbyContext) Message() any       { return c.msg }
+func (c *standbyContext) Sender() *actor.PID { return c.sender }
+func (c *standbyContext) Respond(m any)      { c.answers = append(c.answers, m) }
+
+// TestStandbyRefusesCorruptState: a standby given a corrupt part of its
+// task's state holds nothing, logs what did not take, and answers every
+// batch until the next whole snapshot with NeedSnapshot, so that the task
+// syncs it again; it never applies a batch on top of half a state.
+func TestStandbyRefusesCorruptState(t *testing.T) {
+	opts := CounterOptions{Value: -1, ExactlyOnce: true, Repeats: &RepeatOptions{Field: 1}}
+	var b Builder
+	b.Spout("s", 1, nopSource)
+	b.Counter("zones", 1, opts, nil).Fields("s", 0)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := topo.tasks[len(topo.tasks)-1].FirstTask
+	s := &standbyTask{env: newEnv(topo, DefaultConfig(), quietLog()), task: task, info: topo.taskInfo(task), key: topo.identity(task)}
+	s.reset()
+	primary, _ := NewCounter(opts)
+	ups := []update{{"z1", "r1", 1, int64(time.Hour)}, {"z1", "r1", 2, int64(time.Hour)}}
+	feed(t, primary, ups)
+	snapshot := func(spoil bool) {
+		s.Receive(&standbyContext{msg: &messages.StandbyReset{}})
+		primary.export(1<<20, func(m *messages.CounterState) {
+			m = proto.Clone(m).(*messages.CounterState)
+			if spoil && len(m.Sketches) > 0 {
+				m.Sketches[0].Bloom[0] ^= 0xff
+			}
+			s.Receive(&standbyContext{msg: m})
+		})
+	}
+	batch := func(seq uint64) *messages.StandbyApplied {
+		next := []update{{"z1", "r1", 3 + seq, int64(time.Hour)}}
+		feed(t, primary, next)
+		ctx := &standbyContext{msg: &messages.StandbyBatch{Seq: seq, Batch: batchOf(next)}}
+		s.Receive(ctx)
+		return ctx.answers[0].(*messages.StandbyApplied)
+	}
+	snapshot(true)
+	if a := batch(1); !a.NeedSnapshot {
+		t.Fatalf("a batch after a corrupt snapshot: %v, want NeedSnapshot", a)
+	}
+	snapshot(false)
+	if a := batch(2); a.NeedSnapshot || a.Seq != 2 {
+		t.Fatalf("a batch after a whole snapshot: %v, want applied", a)
+	}
+	q := &messages.CounterQuery{Keys: []string{"z1"}, Seen: "r1"}
+	if got, want := s.user.(counted).counter().Query(q), primary.Query(q); !proto.Equal(got, want) {
+		t.Fatalf("the standby answers\n%v\nthe task\n%v", got, want)
 	}
 }
