@@ -137,13 +137,21 @@ func (p *placement) update(members []*pcluster.Member, evacuated string) {
 			}
 		}
 	}
-	var live []*pcluster.Member
-	for _, m := range p.members {
-		if !p.gone[m.Address()] && (p.job == "" || hasKind(m.Kinds, JobKind(p.job))) {
-			live = append(live, m)
+	p.rdv.Store(newRendezvous(p.eligible(p.members, "")))
+}
+
+// eligible is ms but the member at skip, those that evacuated and those
+// that carry another job: the members this one's grains may go to. A
+// member started with another job joins the cluster before it is refused,
+// and must get no grain of this one meanwhile. p.mu is held.
+func (p *placement) eligible(ms []*pcluster.Member, skip string) []*pcluster.Member {
+	var out []*pcluster.Member
+	for _, m := range ms {
+		if m.Address() != skip && !p.gone[m.Address()] && (p.job == "" || hasKind(m.Kinds, JobKind(p.job))) {
+			out = append(out, m)
 		}
 	}
-	p.rdv.Store(newRendezvous(live))
+	return out
 }
 
 func (p *placement) Shutdown() {
@@ -366,11 +374,12 @@ func (a *placementActor) terminated(who *actor.PID) {
 	}
 }
 
-func (a *placementActor) rebalance(ctx actor.Context, t *pcluster.ClusterTopology) {
+func (a *placementActor) rebalance(ctx actor.Context, _ *pcluster.ClusterTopology) {
 	if a.leaving != nil {
 		return // everything has moved already
 	}
-	r := newRendezvous(t.Members)
+	// The subscription updated the owners before it passed t on.
+	r := a.p.rdv.Load()
 	me := a.p.c.ActorSystem.Address()
 	for key, g := range a.grains {
 		if owner := r.owner(g.id.Kind, g.id.Identity); owner != me && g.movedTo == "" && owner != "" {
@@ -403,14 +412,9 @@ func (a *placementActor) move(ctx actor.Context, key string, g placed, owner str
 
 // evacuate moves every grain to the member that owns it without this one.
 func (a *placementActor) evacuate(ctx actor.Context, e *evacuate) {
-	var ms []*pcluster.Member
-	me := a.p.c.ActorSystem.Address()
-	for _, m := range a.p.c.MemberList.Members().Members() {
-		if m.Address() != me {
-			ms = append(ms, m)
-		}
-	}
-	a.leaving = newRendezvous(ms)
+	a.p.mu.Lock()
+	a.leaving = newRendezvous(a.p.eligible(a.p.c.MemberList.Members().Members(), a.p.c.ActorSystem.Address()))
+	a.p.mu.Unlock()
 	var wg sync.WaitGroup
 	for key, g := range a.grains {
 		owner := a.leaving.owner(g.id.Kind, g.id.Identity)

@@ -335,3 +335,49 @@ func TestPlacementClaim(t *testing.T) {
 		t.Fatalf("%s answered from %v (%v), want %s", held, res, err, b.ActorSystem.Address())
 	}
 }
+
+// TestPlacementOtherJobGetsNoGrain: a member that carries another job
+// joins the cluster (it is refused only later) and is given none of the
+// grains of the members already there, not even by a move.
+func TestPlacementOtherJobGetsNoGrain(t *testing.T) {
+	agent := test.NewInMemAgent()
+	var first sync.Map
+	start := func(job string) *pcluster.Cluster {
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return slog.New(slog.NewTextHandler(io.Discard, nil))
+		}))
+		c := pcluster.New(sys, pcluster.Configure("p", test.NewTestProvider(agent), &placement{job: job},
+			remote.Configure("127.0.0.1", 0), pcluster.WithKinds(
+				pcluster.NewKind("probe", actor.PropsFromProducer(func() actor.Actor { return &probe{first: &first} })),
+				pcluster.NewKind(JobKind(job), actor.PropsFromFunc(func(actor.Context) {})))))
+		c.StartMember()
+		t.Cleanup(func() { c.Shutdown(false) })
+		return c
+	}
+	a, b := start("x"), start("x")
+	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 2 || b.MemberList.Members().Len() != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("members did not see each other")
+		}
+	}
+	for n := range 60 {
+		if _, err := a.Request(fmt.Sprintf("g/%d", n), "probe", &pcluster.ClusterIdentity{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := start("y")
+	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 3 || b.MemberList.Members().Len() != 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the other job's member did not join")
+		}
+	}
+	time.Sleep(time.Second) // a move would have begun by now
+	for n := range 60 {
+		if _, err := b.Request(fmt.Sprintf("g/%d", n), "probe", &pcluster.ClusterIdentity{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := other.GetClusterKind("probe").Count(); n != 0 {
+		t.Fatalf("the member with another job holds %d of the job's grains, want 0", n)
+	}
+}
