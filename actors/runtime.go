@@ -961,8 +961,8 @@ wait:
 		if len(errs) == 0 {
 			errs = append(errs, ctx.Err())
 		}
-		if len(r.Missing) == comp.Parallel {
-			return nil, fmt.Errorf("query %s: no counter task answered: %w", name, errors.Join(errs...))
+		if len(r.Missing) == comp.Parallel { // r holds nothing but Missing
+			return r, fmt.Errorf("query %s: no counter task answered (%s): %w", name, strings.Join(r.Missing, ", "), errors.Join(errs...))
 		}
 		return r, fmt.Errorf("query %s: %w: %d of %d counter tasks did not answer (%s): %w", name, ErrPartial,
 			len(r.Missing), comp.Parallel, strings.Join(r.Missing, ", "), errors.Join(errs...))

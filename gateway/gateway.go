@@ -362,10 +362,12 @@ func (s *Server) counters(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	a, err := s.query(ctx, name, q)
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusGatewayTimeout, err.Error())
-	case err != nil: // a task that did not answer: a member down, say
-		writeError(w, http.StatusBadGateway, err.Error())
+	case err != nil:
+		code := http.StatusBadGateway // a task that did not answer: a member down, say
+		if errors.Is(err, context.DeadlineExceeded) {
+			code = http.StatusGatewayTimeout
+		}
+		writeJSON(w, code, errorAnswer{Error: err.Error(), Missing: a.Missing})
 	default:
 		writeJSON(w, http.StatusOK, a)
 	}
@@ -377,13 +379,25 @@ func (s *Server) counters(w http.ResponseWriter, r *http.Request) {
 const queryWithin = 3 * time.Second
 
 // query asks a counter component and shapes the answer; one that some
-// tasks did not give in time is still an answer, saying which.
+// tasks did not give in time is still an answer, saying which. On an error
+// the answer (never nil) names the tasks that did not answer, if any.
 func (s *Server) query(ctx context.Context, component string, q *messages.CounterQuery) (*CounterAnswer, error) {
 	res, err := s.rt.Query(ctx, s.c, component, q)
 	if err != nil && !(res != nil && errors.Is(err, actors.ErrPartial)) {
-		return nil, err
+		a := &CounterAnswer{}
+		if res != nil {
+			a.Missing = res.Missing
+		}
+		return a, err
 	}
 	return AnswerOf(res), nil
+}
+
+// errorAnswer is a failed counter query's body: why, and which counter
+// tasks did not answer (all of them, when their members are down).
+type errorAnswer struct {
+	Error   string   `json:"error"`
+	Missing []string `json:"missing,omitempty"`
 }
 
 // AnswerOf is a counter component's result as the gateway answers it: a

@@ -175,12 +175,26 @@ func TestStatusAndCounters(t *testing.T) {
 	if len(a.Keys) != 2 || a.Keys[0].Count != 3 || a.Keys[1].Count != 0 || len(a.Top) != 2 || a.Top[1].Key != "b" || a.Applied != 6 {
 		t.Fatalf("counters %+v", a)
 	}
+	var all CounterAnswer // every key in the window
+	if code := call(t, "GET", srv.URL+"/api/counters/words?all=true", "", "", &all); code != 200 {
+		t.Fatalf("counters ?all=true: %d", code)
+	}
+	var sum uint64
+	for _, e := range all.Top {
+		sum += e.Count
+	}
+	if len(all.Top) < 3 || sum != all.Applied {
+		t.Fatalf("counters ?all=true: %d keys counting %d of %d updates: %+v", len(all.Top), sum, all.Applied, all)
+	}
 	for _, tc := range []struct {
 		path string
 		code int
 		want string
 	}{
 		{"/api/counters/words", 400, "key=K"},
+		{"/api/counters/words?all=maybe", 400, "all"},
+		{"/api/counters/words?all=true&top=3", 400, "give one"},
+		{"/api/counters/words?all=false", 400, "all=true"},
 		{"/api/counters/words?top=0", 400, "top"},
 		{"/api/counters/words?top=x", 400, "top"},
 		{"/api/counters/words?top=3&by=avg", 400, "by"},

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -323,11 +324,22 @@ func errorJSON(msg string) []byte {
 }
 
 // counterQuery reads a counter query from the URL: ?key=K (repeated),
-// ?top=N, ?by=count|sum, ?seen=V. It answers the status code of a bad request.
+// ?top=N or ?all=true (every key in the window), ?by=count|sum, ?seen=V.
+// It answers the status code of a bad request.
 func counterQuery(r *http.Request) (*messages.CounterQuery, int, error) {
 	q := &messages.CounterQuery{Keys: r.URL.Query()["key"]}
 	if len(q.Keys) > maxKeys {
 		return nil, http.StatusBadRequest, fmt.Errorf("key: %d keys, at most %d", len(q.Keys), maxKeys)
+	}
+	if v := r.URL.Query().Get("all"); v != "" {
+		all, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, http.StatusBadRequest, fmt.Errorf("all %q: want true or false", v)
+		}
+		q.All = all
+	}
+	if q.All && r.URL.Query().Get("top") != "" {
+		return nil, http.StatusBadRequest, fmt.Errorf("all=true and top=N: give one")
 	}
 	if v := r.URL.Query().Get("top"); v != "" {
 		n, err := parseTop(v)
@@ -343,8 +355,8 @@ func counterQuery(r *http.Request) (*messages.CounterQuery, int, error) {
 	default:
 		return nil, http.StatusBadRequest, fmt.Errorf("by %q: want count or sum", by)
 	}
-	if len(q.Keys) == 0 && q.Top == 0 {
-		return nil, http.StatusBadRequest, fmt.Errorf("ask for key=K (repeatable) or top=N")
+	if len(q.Keys) == 0 && q.Top == 0 && !q.All {
+		return nil, http.StatusBadRequest, fmt.Errorf("ask for key=K (repeatable), top=N or all=true")
 	}
 	q.Seen = r.URL.Query().Get("seen")
 	switch {
