@@ -114,10 +114,22 @@ func watchJobs(c *pcluster.Cluster, text string, log logrus.FieldLogger) func() 
 	return func() { c.ActorSystem.EventStream.Unsubscribe(sub) }
 }
 
+// jobAskFor is how long jobDiff asks a member for its job.
+const jobAskFor = 3 * time.Second
+
 // jobDiff is the error that says how the job of the member at addr
 // differs from text.
 func jobDiff(c *pcluster.Cluster, addr, text string) error {
-	res, err := c.ActorSystem.Root.RequestFuture(actor.NewPID(addr, jobActor), &messages.JobRequest{}, 2*time.Second).Result()
+	var res any
+	var err error
+	// A member that starts at the same moment joins before it serves its
+	// job's text: ask again for a while rather than name no setting.
+	for deadline := time.Now().Add(jobAskFor); ; time.Sleep(200 * time.Millisecond) {
+		res, err = c.ActorSystem.Root.RequestFuture(actor.NewPID(addr, jobActor), &messages.JobRequest{}, time.Second).Result()
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	jt, ok := res.(*messages.JobText)
 	if err != nil || !ok {
 		return setting("job", ": member %s carries another job (it did not say which: %v); every member must carry the same job and tracker settings", addr, err)
