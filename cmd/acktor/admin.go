@@ -30,7 +30,7 @@ type gatewayFlags struct {
 }
 
 func (g *gatewayFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&g.url, "gateway", "http://127.0.0.1:7070", "the driver node's gateway (gateway.address in its config): a URL, or host:port for http://host:port")
+	cmd.Flags().StringVar(&g.url, "gateway", "http://127.0.0.1:7070", "a member's gateway (gateway.address in its config; a batch job's driver, or any member of a service): a URL, or host:port for http://host:port")
 	cmd.Flags().DurationVar(&g.timeout, "request-timeout", 10*time.Second, "how long to wait for the gateway")
 	cmd.Flags().StringVar(&g.ca, "ca", "", "PEM file of the authority that signed an HTTPS gateway's certificate (default: the system's)")
 }
@@ -197,8 +197,8 @@ func newAckers() *cobra.Command {
 	set := &cobra.Command{
 		Use:   "set N",
 		Short: "Set the number of ackers; records move to their new ackers, no root replays",
-		Long: `Asks the driver node's gateway to change the acker count while the job runs.
-Only the roots on the ring arcs that change owner move; each acker hands their
+		Long: `Asks a member's gateway (a batch job's driver, any member of a service)
+to change the acker count while the job runs. Only the roots on the ring arcs that change owner move; each acker hands their
 records to the new owner, so no root is replayed because of the change. The
 admin token is read from the environment variable --token-env names (the
 gateway's gateway.token or gateway.token_env).`,

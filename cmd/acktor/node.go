@@ -25,21 +25,32 @@ func newNode(log *logrus.Logger) *cobra.Command {
 how it finds the other members, the tracker's settings and the job the
 cluster runs: job.topology wordcount (the default) or speedlayer, over
 job.source file, generator, ingest, kafka or jetstream. Every member carries
-the same job. The member with
-job.driver: true waits for job.members members, runs the job and writes its
-results, then leaves; the others host the job's spout tasks, processor tasks
-and ackers until they are stopped (SIGINT or SIGTERM: they leave gracefully).
-The driver alone hosts the counters, whose state is the result.
+the same job.
+
+job.mode batch (the default): the member with job.driver: true waits for
+job.members members, runs the job and writes its results, then leaves; the
+others host the job's spout tasks, processor tasks and ackers until they are
+stopped (SIGINT or SIGTERM: they leave gracefully). The driver alone hosts
+the counters, whose state is the result.
+
+job.mode service: no driver and no end. Every member runs the job until it
+is stopped; whichever member leads starts what does not run. Counter tasks
+spread over the members, each with a standby replica on another
+(job.standby), and any member's gateway answers for all of them. Members
+join, leave (SIGTERM) and die while it runs; one member alone is a cluster.
 
 Over a source that does not end by itself (kafka or jetstream without
 stop_at_end, the ingest log) the job runs until the driver gets SIGINT or
 SIGTERM: then every spout task, on whichever member, reads no more, the roots
 in flight finish, the sources commit, and the results are written.
 
-A member that dies mid-run loses what it held: its spout tasks start again on
-another member and re-read their input, the roots its processors and ackers
-held replay after their timeout, so every line is still processed (at least
-once).
+A member that dies mid-run: the others notice within the membership's
+detection time (cluster.automanaged.refresh, or etcd's lease) and replay at
+once the roots whose acker lived there; its spout tasks start again on
+another member from their last checkpoint (a file's or the generator's
+position) or their broker's committed position, and a service's counter
+tasks from their standbys. Every line is still processed, at least once, and
+exactly once into the counters with job.exactly_once.
 
 With an ingest section (ingest.dir, which needs gateway.address) the gateway
 takes records: POST /api/ingest (text/plain, one record per line;
