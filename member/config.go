@@ -241,8 +241,8 @@ func checkYAML(b []byte) error {
 
 // fieldTypes checks each value in n against the type of the config field
 // it sets (t, whose key path is at), so that a value of the wrong type is
-// named by its key path: the decoder's own error names only a line and a Go
-// type. Keys that name no field are left to the strict decode.
+// named by its key path, as is a key that names no field: the decoder's own
+// errors name only a line and a Go type.
 func fieldTypes(n *yaml.Node, t reflect.Type, at string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -258,13 +258,16 @@ func fieldTypes(n *yaml.Node, t reflect.Type, at string) error {
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode && t != reflect.TypeFor[time.Duration]():
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key := n.Content[i].Value
-			f, ok := yamlField(t, key)
-			if !ok {
-				continue
-			}
 			path := key
 			if at != "" {
 				path = at + "." + key
+			}
+			f, ok := yamlField(t, key)
+			switch {
+			case !ok && keepsOthers(t): // the job's: the topology's own keys
+				continue
+			case !ok:
+				return fmt.Errorf("line %d: %s: no such key", n.Content[i].Line, path)
 			}
 			if err := fieldTypes(n.Content[i+1], f.Type, path); err != nil {
 				return err
@@ -283,6 +286,18 @@ func fieldTypes(n *yaml.Node, t reflect.Type, at string) error {
 		return fmt.Errorf("line %d: %s: %q is not %s", n.Line, at, n.Value, kindOf(t))
 	}
 	return nil
+}
+
+// keepsOthers says whether struct t takes keys that name no field (an
+// inline map).
+func keepsOthers(t reflect.Type) bool {
+	for i := range t.NumField() {
+		_, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if opts == "inline" && t.Field(i).Type.Kind() == reflect.Map {
+			return true
+		}
+	}
+	return false
 }
 
 // yamlField is t's field that YAML key names.

@@ -186,7 +186,9 @@ func TestLoad(t *testing.T) {
 		name, text, err string
 	}{
 		{"a topology's key", "job:\n  input: in.txt\n  letters: 2\n", ""},
-		{"unknown key", "tracker:\n  ackerz: 2\njob:\n  input: in.txt\n", "field ackerz not found"},
+		{"unknown key", "tracker:\n  ackerz: 2\njob:\n  input: in.txt\n", "line 2: tracker.ackerz: no such key"},
+		{"unknown key in a source", "job:\n  source: jetstream\n  jetstream:\n    url: nats://x\n    brokers: [a]\n", "line 5: job.jetstream.brokers: no such key"},
+		{"unknown key in a list", "cluster:\n  automanaged:\n    peerz: [a]\njob:\n  input: in.txt\n", "line 3: cluster.automanaged.peerz: no such key"},
 		{"no input", "job:\n  topology: x\n", "job.input: empty"},
 		{"a duration", "tracker:\n  timeout: soon\njob:\n  input: in.txt\n", `line 2: tracker.timeout: "soon" is not a duration`},
 	} {

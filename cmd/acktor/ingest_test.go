@@ -50,7 +50,7 @@ func TestIngestConfigErrors(t *testing.T) {
 		{"not the driver", cl + gw + "job:\n  source: ingest\n" + ing, "job.source ingest: job.driver is false"},
 		{"members", cl + gw + job + "  members: 2\n" + ing, "job.members 2: want 1 with job.source ingest"},
 		{"spouts", cl + gw + job + "  spouts: 2\n" + ing, "job.spouts 2: want 1 with job.source ingest"},
-		{"unknown field", cl + gw + job + ing + "  fsync: always\n", "field fsync not found"},
+		{"unknown field", cl + gw + job + ing + "  fsync: always\n", "ingest.fsync: no such key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeFile(t, "node.yaml", tc.text)
