@@ -373,16 +373,7 @@ job:
 	streamed()
 	check(3*n, []int{0, 2, 3}, "after a leave")
 	// Kill the live member that hosts the most counter tasks.
-	var st gateway.Status
-	res, err := http.Get("http://" + gateways[0] + "/api/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = json.NewDecoder(res.Body).Decode(&st)
-	res.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := status(t, gateways[0])
 	hosts := map[string]int{}
 	for _, k := range st.CounterTasks {
 		hosts[k.Member]++
@@ -432,6 +423,11 @@ job:
 	// their standbys' state: every zone is exact still.
 	check(4*n, live, "after a kill")
 	t.Logf("every zone exact %v after the kill (%d orders published before it, %d after)", time.Since(killed).Round(time.Millisecond), n/2, n/2)
+	// What the crash cost in replays: the roots in flight through the dead
+	// member (as the lead counts them, from the start if the lead died).
+	if after := status(t, gateways[live[0]]); after.Run != nil && st.Run != nil {
+		t.Logf("replayed: %d roots before the kill, %d after (%d orders in all)", st.Run.Replayed, after.Run.Replayed, 4*n)
+	}
 	for _, i := range live {
 		if b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("node%d.yaml.log", i))); err != nil || strings.Contains(string(b), `msg="dead letter:`) { // a root given up on
 			t.Fatalf("member %d dead-lettered (or its log: %v):\n%s", i, err, b)
@@ -628,6 +624,21 @@ func TestNodeOtherJobAtOnce(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("neither member refused the other's job in 20 s")
 	}
+}
+
+// status is a member's /api/status.
+func status(t *testing.T, addr string) *gateway.Status {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/api/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var st gateway.Status
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return &st
 }
 
 func total(zones map[string]window.Entry) uint64 {
