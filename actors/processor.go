@@ -36,8 +36,10 @@ type processorTask struct {
 	reporter   *messages.Pid // the run's, as drains name it
 
 	// awaiting: the task was activated to take over a moved counter's
-	// state, which has not all come yet; its input waits in held, so that
-	// no update is applied before the exactly-once ids it may repeat.
+	// state (or claimed it, see claim), which has not all come yet; its
+	// input waits in held, so that no update is applied before the
+	// exactly-once ids it may repeat and the sketches it must be tested
+	// against.
 	awaiting bool
 	held     []any
 	incoming bool // grain.Incoming came: the state follows
