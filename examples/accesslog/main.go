@@ -3,7 +3,9 @@
 // lines ("GET /index.html 200 5120"), and counts requests and bytes per
 // status code, each line tracked as a root. Run three copies with
 // node0.yaml (the driver), node1.yaml and node2.yaml to run it on a
-// cluster of three members; see README.md.
+// cluster of three members as a batch job over access.log, or with
+// service0.yaml, service1.yaml and service2.yaml to serve it over
+// generated lines (generate.go) until stopped; see README.md.
 package main
 
 import (
@@ -26,8 +28,9 @@ import (
 
 // settings are the topology's own keys of the job section.
 type settings struct {
-	Parsers  int `yaml:"parsers"`
-	Counters int `yaml:"counters"`
+	Parsers  int     `yaml:"parsers"`
+	Counters int     `yaml:"counters"`
+	Rate     float64 `yaml:"rate"` // job.source generator: lines/s per spout task (generate.go)
 }
 
 // parse emits (status, bytes) for each well-formed line; a malformed line
@@ -62,7 +65,7 @@ func topology() member.Topology {
 		b.Processor("parse", s.Parsers, func(actors.TaskInfo) (actors.Processor, error) { return parse{}, nil }).Shuffle("lines")
 		b.Counter("status", s.Counters, actors.CounterOptions{Key: 0, Value: 1, Window: j.Window, ExactlyOnce: j.ExactlyOnce}, nil).Fields("parse", 0)
 		return b.Build()
-	}, Results: results}
+	}, Results: results, Generate: generate}
 }
 
 // results writes status<TAB>requests<TAB>bytes, by status.
