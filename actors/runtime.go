@@ -405,6 +405,10 @@ type Progress struct {
 	LatencySum   time.Duration
 }
 
+// LatencyBucket is a bucket of Progress.Latency: how many complete
+// latencies were at most Upper.
+type LatencyBucket = tracker.LatencyBucket
+
 // announceFor is how long after a membership change a run keeps announcing
 // its acker set, at each report.
 const announceFor = 3 * time.Second
@@ -782,9 +786,9 @@ func (r *reporter) sum() *messages.TaskReport {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var s messages.TaskReport
-	var lat latencyHistogram
+	var lat tracker.Latency
 	for _, t := range r.tasks {
-		lat.add(t.Latency)
+		lat.Add(t.Latency)
 		s.LatencySumMicros += t.LatencySumMicros
 		s.Roots += t.Roots
 		s.Completed += t.Completed
@@ -807,13 +811,13 @@ func (r *reporter) sum() *messages.TaskReport {
 
 // progressOf is the Progress a summed report says.
 func progressOf(s *messages.TaskReport) Progress {
-	var lat latencyHistogram
-	lat.add(s.Latency)
+	var lat tracker.Latency
+	lat.Add(s.Latency)
 	p := Progress{Roots: s.Roots, Completed: s.Completed, Failed: s.Failed, TimedOut: s.TimedOut, Replayed: s.Replayed,
 		DeadLettered: s.DeadLettered, InFlight: s.InFlight, PeakInFlight: s.PeakInFlight, Tuples: s.Emitted, Total: s.Total,
 		LatencySum: time.Duration(s.LatencySumMicros) * time.Microsecond}
-	p.LatencyP50, p.LatencyP99 = lat.quantile(0.5), lat.quantile(0.99)
-	p.Latency, p.LatencyCount = lat.buckets()
+	p.LatencyP50, p.LatencyP99 = lat.Quantile(0.5), lat.Quantile(0.99)
+	p.Latency, p.LatencyCount = lat.Buckets()
 	return p
 }
 

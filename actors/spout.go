@@ -48,7 +48,7 @@ type spoutTask struct {
 	idle     time.Duration // the wait after the source was last not ready
 	finished bool
 	st       messages.TaskReport
-	lat      latencyHistogram
+	lat      tracker.Latency
 	latSum   uint64            // µs, the sum of what lat counts
 	settled  []tracker.Settled // scratch of the core's answers
 	fwd      *forwarder        // set once the task moved to another member
@@ -297,7 +297,7 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 		s.st.Roots, s.st.Completed, s.st.Failed, s.st.TimedOut = r.Roots, r.Completed, r.Failed, r.TimedOut
 		s.st.Replayed, s.st.DeadLettered, s.st.PeakInFlight = r.Replayed, r.DeadLettered, r.PeakInFlight
 		s.col.emitted = r.Emitted
-		s.lat.add(r.Latency)
+		s.lat.Add(r.Latency)
 		s.latSum += r.LatencySumMicros
 	}
 }
@@ -531,7 +531,7 @@ func (s *spoutTask) settle() {
 		switch p := v.Root; v.Verdict {
 		case tracker.Done:
 			d := time.Duration(emittedBy - p.Deadline)
-			s.lat.record(d)
+			s.lat.Record(d)
 			s.latSum += uint64(max(d, 0) / time.Microsecond)
 			s.st.Completed++
 			s.src.Done(p.ID)

@@ -1,4 +1,4 @@
-package actors
+package tracker
 
 import (
 	"math/rand/v2"
@@ -49,28 +49,28 @@ func TestLatencyBucketsProperty(t *testing.T) {
 // merged histograms give the quantiles of the union.
 func TestLatencyQuantiles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var a, b latencyHistogram
+	var a, b Latency
 	var all []time.Duration
 	for i := range 50_000 {
 		d := time.Duration(float64(time.Millisecond) * rng.ExpFloat64() * rng.ExpFloat64())
 		all = append(all, d)
 		if i%2 == 0 {
-			a.record(d)
+			a.Record(d)
 		} else {
-			b.record(d)
+			b.Record(d)
 		}
 	}
-	a.add(b[:])
+	a.Add(b[:])
 	slices.Sort(all)
 	for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
 		exact := all[int(q*float64(len(all)-1))].Truncate(time.Microsecond)
-		got := a.quantile(q)
+		got := a.Quantile(q)
 		if got <= exact || float64(got) > float64(exact)*1.26+float64(time.Microsecond) {
 			t.Errorf("q%.2f = %v, exact %v", q, got, exact)
 		}
 	}
-	var empty latencyHistogram
-	if empty.quantile(0.5) != 0 {
+	var empty Latency
+	if empty.Quantile(0.5) != 0 {
 		t.Fatal("empty histogram has a median")
 	}
 }
@@ -79,11 +79,11 @@ func TestLatencyQuantiles(t *testing.T) {
 // two of microseconds; a latency past the last bound counts in no finite
 // bucket, only in the count.
 func TestLatencyPrometheusBuckets(t *testing.T) {
-	var h latencyHistogram
+	var h Latency
 	for _, d := range []time.Duration{5 * time.Microsecond, 7 * time.Microsecond, 12 * time.Microsecond, 100 * time.Hour} {
-		h.record(d)
+		h.Record(d)
 	}
-	b, count := h.buckets()
+	b, count := h.Buckets()
 	if count != 4 || len(b) == 0 || b[0].Upper != 8*time.Microsecond || b[0].Cumulative != 2 || b[1].Upper != 16*time.Microsecond || b[1].Cumulative != 3 {
 		t.Fatalf("buckets %v, count %d", b[:min(2, len(b))], count)
 	}

@@ -1,4 +1,4 @@
-package actors
+package tracker
 
 import (
 	"math/bits"
@@ -10,10 +10,10 @@ import (
 // (71 minutes); longer times land in the last bucket.
 const latencyBuckets = 4 + 4*30
 
-// latencyHistogram counts complete latencies (a root's emission to its
-// tree's completion) in log-linear buckets of microseconds: fixed size,
-// mergeable by adding, cheap to ship in every task report.
-type latencyHistogram [latencyBuckets]uint64
+// Latency counts complete latencies (a root's emission to its tree's
+// completion) in log-linear buckets of microseconds: fixed size, mergeable
+// by adding, cheap to ship in every task report.
+type Latency [latencyBuckets]uint64
 
 // latencyBucket is the bucket of d.
 func latencyBucket(d time.Duration) int {
@@ -35,7 +35,8 @@ func latencyUpper(i int) time.Duration {
 	return time.Duration(uint64(5+sub)<<(oct-2)) * time.Microsecond
 }
 
-func (h *latencyHistogram) record(d time.Duration) { h[latencyBucket(d)]++ }
+// Record counts latency d.
+func (h *Latency) Record(d time.Duration) { h[latencyBucket(d)]++ }
 
 // LatencyBucket is a bucket of a Prometheus-style histogram of complete
 // latencies: how many were at most Upper.
@@ -44,12 +45,12 @@ type LatencyBucket struct {
 	Cumulative uint64
 }
 
-// buckets is h as cumulative buckets at every power of two of
+// Buckets is h as cumulative buckets at every power of two of
 // microseconds, from 8 µs (where the log-linear buckets align), and the
 // count of all. A bucket counts latencies below its bound (a latency of
 // exactly 8 µs is in the next), and the last one holds every latency past
 // 2^32 µs as well, so it has no finite bound: only the count covers it.
-func (h *latencyHistogram) buckets() (out []LatencyBucket, count uint64) {
+func (h *Latency) Buckets() (out []LatencyBucket, count uint64) {
 	for i, c := range h {
 		count += c
 		if i >= 4 && (i-4)%4 == 3 && i < len(h)-1 {
@@ -59,15 +60,16 @@ func (h *latencyHistogram) buckets() (out []LatencyBucket, count uint64) {
 	return out, count
 }
 
-func (h *latencyHistogram) add(counts []uint64) {
+// Add counts the latencies of another histogram's counts.
+func (h *Latency) Add(counts []uint64) {
 	for i, n := range counts[:min(len(counts), latencyBuckets)] {
 		h[i] += n
 	}
 }
 
-// quantile is the upper bound of the bucket holding the q-quantile, or 0
+// Quantile is the upper bound of the bucket holding the q-quantile, or 0
 // for an empty histogram: within 25 % (1 µs below 4 µs) above the truth.
-func (h *latencyHistogram) quantile(q float64) time.Duration {
+func (h *Latency) Quantile(q float64) time.Duration {
 	var n uint64
 	for _, c := range h {
 		n += c
