@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -47,9 +46,9 @@ type spoutTask struct {
 	pulling  bool          // a pull is queued or scheduled
 	idle     time.Duration // the wait after the source was last not ready
 	finished bool
-	st       messages.TaskReport
-	lat      tracker.Latency
-	latSum   uint64            // µs, the sum of what lat counts
+	done     bool              // reported done
+	err      string            // why the task broke, for its reports
+	total    int64             // the roots its source will yield, -1 if unknown
 	settled  []tracker.Settled // scratch of the core's answers
 	fwd      *forwarder        // set once the task moved to another member
 	// unsubscribe ends the task's watch on the membership: a member that
@@ -81,7 +80,7 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		s.res.forget(m.Who)
 	case *messages.StartSpout:
-		if s.started && s.finished && s.st.Error != "" { // it broke: a service's lead starts it afresh
+		if s.started && s.finished && s.err != "" { // it broke: a service's lead starts it afresh
 			ctx.Stop(ctx.Self())
 			return
 		}
@@ -132,13 +131,13 @@ func (s *spoutTask) recoverPanic() {
 	if r == nil {
 		return
 	}
-	s.st.Error = fmt.Sprintf("spout %s/%d: panic: %v", s.info.Component, s.info.Index, r)
-	s.env.log.Errorf("%s\n%s", s.st.Error, debug.Stack())
+	s.err = fmt.Sprintf("spout %s/%d: panic: %v", s.info.Component, s.info.Index, r)
+	s.env.log.Errorf("%s\n%s", s.err, debug.Stack())
 	if s.cancel != nil {
 		s.cancel()
 	}
 	s.finished = true
-	s.st.Done = true
+	s.done = true
 	s.report()
 }
 
@@ -154,8 +153,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	s.self = ctx.Self()
 	s.core = tracker.NewSpout(tracker.SpoutConfig{Task: task, MaxPending: s.env.cfg.MaxPending, MaxReplays: s.env.cfg.MaxReplays,
 		BatchSize: s.env.cfg.BatchSize, MaxEarly: maxEarly, Deadline: int64(s.env.cfg.spoutDeadline()),
-		Draw: randomSeq, Track: s.env.recycle.track})
-	s.st.Task = task
+		Draw: randomSeq, Track: s.env.recycle.track, Untracked: !s.env.tracking()})
 	s.col = newCollector(s.env, task, s.sendTuples, nil, nil)
 	c, self, root := m.Cluster, ctx.Self(), ctx.ActorSystem().Root
 	deaths, ok := c.IdentityLookup.(grain.Deaths)
@@ -210,6 +208,7 @@ func (s *spoutTask) died(m *memberDied) {
 			s.info.Component, s.info.Index, m.addr, n, lag)
 		return
 	}
+	s.stamp = now.UnixNano() // the time of replays
 	s.settled = s.core.FailAll(fmt.Sprintf("member %s died", m.addr), s.settled[:0])
 	s.env.log.Warnf("spout %s/%d: member %s died; replaying the %d roots in flight now, not at their deadline", s.info.Component, s.info.Index, m.addr, n)
 	s.settle()
@@ -294,11 +293,8 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 	}
 	s.core.Restore(st.SpringIds, roots)
 	if r := st.Report; r != nil {
-		s.st.Roots, s.st.Completed, s.st.Failed, s.st.TimedOut = r.Roots, r.Completed, r.Failed, r.TimedOut
-		s.st.Replayed, s.st.DeadLettered, s.st.PeakInFlight = r.Replayed, r.DeadLettered, r.PeakInFlight
+		s.core.Resume(r)
 		s.col.emitted = r.Emitted
-		s.lat.Add(r.Latency)
-		s.latSum += r.LatencySumMicros
 	}
 }
 
@@ -318,8 +314,9 @@ func (s *spoutTask) step(m any) (settled bool) {
 		return true
 	}
 	held := !s.core.Started()
+	s.setDeadline()
 	var err error
-	s.settled, err = s.core.Step(m, s.settled[:0])
+	s.settled, err = s.core.Step(m, s.stamp, s.settled[:0])
 	if err != nil {
 		s.env.log.WithError(err).Errorf("spout %s/%d: dropping a %T (its roots replay at their deadline)", s.info.Component, s.info.Index, m)
 	}
@@ -348,8 +345,8 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	s.reporter = pidOf(m.Reporter)
 	src, err := s.env.topo.tasks[s.task].source(s.info.Index, s.info.Parallel)
 	if err != nil {
-		s.st.Error = fmt.Sprintf("spout %s/%d: %v", s.info.Component, s.info.Index, err)
-		s.core.Start(false, nil) // nothing in flight: what comes settles nothing
+		s.err = fmt.Sprintf("spout %s/%d: %v", s.info.Component, s.info.Index, err)
+		s.core.Start(false, 0, nil) // nothing in flight: what comes settles nothing
 		s.finish()
 		return
 	}
@@ -358,7 +355,7 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	if _, ok := src.(source.GlobalIDs); ok {
 		s.scope = s.env.topo.tasks[s.task].FirstTask
 	}
-	s.st.Total = src.Total()
+	s.total = src.Total()
 	if m.State != nil {
 		s.restore(m.State)
 	}
@@ -366,7 +363,8 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 		s.core.End(true)
 	}
 	_, redelivers := src.(source.Redeliverer)
-	if s.settled = s.core.Start(redelivers, s.settled[:0]); len(s.settled) > 0 {
+	s.setDeadline()
+	if s.settled = s.core.Start(redelivers, s.stamp, s.settled[:0]); len(s.settled) > 0 {
 		s.settle()
 	}
 	if m.State.GetCheckpoint() && s.core.Len() > 0 { // their trees may have died with the member
@@ -413,12 +411,7 @@ func (s *spoutTask) pull() {
 func (s *spoutTask) take(r source.Root) {
 	s.idle = 0
 	s.env.stages.source.taken.Add(1)
-	s.st.Roots++ // new to this task; redeliver took a root it handed back off
-
-	if r.Time == 0 {
-		r.Time = s.stamp
-	}
-	s.emit(tracker.PendingRoot{ID: r.ID, Time: r.Time, Attempt: r.Attempt}, r.Payload)
+	s.emit(s.core.Took(tracker.PendingRoot{ID: r.ID, Time: r.Time, Attempt: r.Attempt}, s.stamp), r.Payload)
 }
 
 // sourceError acts on what Next answered instead of a root, and says
@@ -434,11 +427,10 @@ func (s *spoutTask) sourceError(err error, wait *time.Duration) (stop bool) {
 	case errors.Is(err, io.EOF):
 		s.core.End(false)
 	case errors.As(err, &bad):
-		s.st.Roots++
-		s.deadLetter(tracker.PendingRoot{ID: bad.ID}, bad.Payload, bad.Reason)
+		s.deadLetter(s.core.BadRecord(bad.ID, bad.Reason), bad.Payload)
 		return false
 	default:
-		s.st.Error = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
+		s.err = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
 		s.core.End(true)
 	}
 	return true
@@ -462,16 +454,12 @@ func (s *spoutTask) emit(p tracker.PendingRoot, payload string) {
 	springID := s.core.NextSpringID()
 	initXor, err := s.col.emitRoot(springID, rootContentID(s.scope, p.ID), p.Time, payload)
 	if err != nil {
-		s.deadLetter(p, payload, err.Error())
+		s.deadLetter(s.core.EmitFailed(p, err.Error()), payload)
 		return
 	}
-	if !s.env.tracking() {
-		s.st.Completed++
+	if s.core.Open(springID, p, initXor, s.env.dir.Load(), s.stamp) { // no acker tracks it
 		s.src.Done(p.ID)
-		return
 	}
-	s.core.Open(springID, p, initXor, s.env.dir.Load(), s.stamp)
-	s.st.PeakInFlight = max(s.st.PeakInFlight, uint64(s.core.Len()))
 }
 
 // setDeadline reads the clock once for a round of emissions: their time,
@@ -515,34 +503,17 @@ func (s *spoutTask) flush() {
 
 // settle delivers the core's verdicts on the roots it settled: a completed
 // root is done at its source, a failed one replayed, handed back to its
-// broker or dead-lettered.
+// broker or dead-lettered. The caller set the stamp: the time of replays.
 func (s *spoutTask) settle() {
-	s.setDeadline() // the time of replays
-	// A root was emitted a deadline's length before its deadline.
-	emittedBy := s.stamp + int64(s.env.cfg.spoutDeadline())
 	replayed := false
 	for _, v := range s.settled {
-		if v.Failed {
-			s.st.Failed++
-			if v.TimedOut {
-				s.st.TimedOut++
-			}
-		}
-		switch p := v.Root; v.Verdict {
+		switch v.Verdict {
 		case tracker.Done:
-			d := time.Duration(emittedBy - p.Deadline)
-			s.lat.Record(d)
-			s.latSum += uint64(max(d, 0) / time.Microsecond)
-			s.st.Completed++
-			s.src.Done(p.ID)
-		case tracker.Replay:
-			replayed = s.replay(p, v.Reason) || replayed
+			s.src.Done(v.Root.ID)
 		case tracker.Redeliver:
-			s.redeliver(p)
-		case tracker.DeadLetter:
-			if payload, ok := s.payload(p); ok {
-				s.deadLetter(p, payload, v.Reason)
-			}
+			s.redeliver(v.Root)
+		case tracker.Replay, tracker.DeadLetter:
+			replayed = s.reread(v) || replayed
 		}
 	}
 	clear(s.settled)
@@ -560,65 +531,57 @@ func (s *spoutTask) refill() {
 	}
 }
 
-// payload reads a failed root's payload again, for its dead letter; false
-// for a root its source released to the broker, which hands it out again
-// elsewhere (no dead letter then).
-func (s *spoutTask) payload(p tracker.PendingRoot) (string, bool) {
-	payload, err := s.src.Replay(p.ID)
-	if errors.Is(err, source.ErrReleased) {
-		s.env.log.Debugf("spout %s/%d: root %d: %v", s.info.Component, s.info.Index, p.ID, err)
-		return "", false
-	}
-	return payload, true // without it if the source kept none
-}
-
-// replay emits a failed root again from its source; one whose payload
-// cannot be read is dead-lettered.
-func (s *spoutTask) replay(p tracker.PendingRoot, reason string) (emitted bool) {
-	payload, err := s.src.Replay(p.ID)
+// reread asks the source for a failed root's payload again, and replays
+// or dead-letters the root as the core decides; true when it emitted the
+// root again.
+func (s *spoutTask) reread(v tracker.Settled) (emitted bool) {
+	payload, err := s.src.Replay(v.Root.ID)
+	got, why := tracker.Read, ""
 	switch {
 	case errors.Is(err, source.ErrReleased):
-		s.env.log.Debugf("spout %s/%d: root %d: %v", s.info.Component, s.info.Index, p.ID, err)
-		return false
-	case err != nil:
-		s.deadLetter(p, "", fmt.Sprintf("%s; replay failed: %v", reason, err))
-		return false
+		s.env.log.Debugf("spout %s/%d: root %d: %v", s.info.Component, s.info.Index, v.Root.ID, err)
+		got = tracker.Released
+	case err != nil && v.Verdict == tracker.Replay: // its letter goes without a payload
+		got, why, payload = tracker.Unreadable, err.Error(), ""
+	case err != nil: // its letter goes with what the source kept, if anything
+		got, why = tracker.Unreadable, err.Error()
 	}
-	s.st.Replayed++
-	p.Attempt++
-	s.emit(p, payload)
-	return true
+	v, ok := s.core.Reread(v, got, why)
+	switch {
+	case !ok:
+		return false
+	case v.Verdict == tracker.Replay:
+		s.emit(v.Root, payload)
+		return true
+	}
+	s.deadLetter(v, payload)
+	return false
 }
 
 // redeliver leaves a failed root to its broker, which hands it out again
 // through Next.
 func (s *spoutTask) redeliver(p tracker.PendingRoot) {
-	s.st.Replayed++
 	if err := s.src.(source.Redeliverer).Redeliver(p.ID, p.Attempt); err != nil {
 		// The broker redelivers an unanswered root anyway, once its ack
 		// wait is over (always so for a root this task took over from a
 		// moved one, whose connection held it): it comes back all the same.
 		s.env.log.Warnf("spout %s/%d: redelivering root %d: %v", s.info.Component, s.info.Index, p.ID, err)
 	}
-	// The root is the broker's again, and counts as a root of whichever
-	// task it hands it to next (maybe another): Roots stays a count of
-	// distinct roots over the tasks, so that Completed == Roots at the end.
-	if s.st.Roots > 0 { // it counted it when it took it, or took its count over
-		s.st.Roots--
-	}
 }
 
-func (s *spoutTask) deadLetter(p tracker.PendingRoot, payload, reason string) {
-	s.st.DeadLettered++
-	s.env.cfg.DeadLetters.DeadLetter(DeadLetter{Component: s.info.Component, Task: s.task, RootID: p.ID,
-		Payload: payload, Attempts: int(p.Attempt) + 1, Reason: reason})
-	s.src.Done(p.ID)
+// deadLetter hands a root the core dead-lettered to the dead-letter sink,
+// and is done with it at its source.
+func (s *spoutTask) deadLetter(v tracker.Settled, payload string) {
+	s.env.cfg.DeadLetters.DeadLetter(DeadLetter{Component: s.info.Component, Task: s.task, RootID: v.Root.ID,
+		Payload: payload, Attempts: int(v.Root.Attempt) + 1, Reason: v.Reason})
+	s.src.Done(v.Root.ID)
 }
 
 // tick fails roots past their own deadline (their acker may be gone) and
 // reports progress.
 func (s *spoutTask) tick() {
-	s.settled = s.core.Expire(s.env.now().UnixNano(), s.settled[:0])
+	s.setDeadline()
+	s.settled = s.core.Expire(s.stamp, s.settled[:0])
 	s.settle()
 	s.flush()
 	s.report()
@@ -643,18 +606,13 @@ func (s *spoutTask) report() {
 }
 
 func (s *spoutTask) snapshot() *messages.TaskReport {
-	s.st.InFlight = uint64(s.inFlight())
-	s.st.Emitted = s.col.emitted
-	r := &messages.TaskReport{}
-	*r = messages.TaskReport{Task: s.st.Task, Done: s.st.Done, Roots: s.st.Roots, Completed: s.st.Completed,
-		Failed: s.st.Failed, TimedOut: s.st.TimedOut, Replayed: s.st.Replayed, DeadLettered: s.st.DeadLettered,
-		InFlight: s.st.InFlight, PeakInFlight: s.st.PeakInFlight, Emitted: s.st.Emitted, Error: s.st.Error, Total: s.st.Total}
-	n := len(s.lat)
-	for n > 0 && s.lat[n-1] == 0 {
-		n--
+	r := &messages.TaskReport{Task: s.task, Done: s.done, Error: s.err, Total: s.total}
+	if s.col != nil {
+		r.Emitted = s.col.emitted
 	}
-	r.Latency = slices.Clone(s.lat[:n])
-	r.LatencySumMicros = s.latSum
+	if s.core != nil { // activated as a spout task
+		s.core.Report(r)
+	}
 	return r
 }
 
@@ -662,14 +620,6 @@ func (s *spoutTask) maybeFinish() {
 	if s.core.Finished() {
 		s.finish()
 	}
-}
-
-// inFlight is the roots in flight; none before the task is activated.
-func (s *spoutTask) inFlight() int {
-	if s.core == nil {
-		return 0
-	}
-	return s.core.Len()
 }
 
 // finish drains the topology below this task and reports it done.
@@ -692,7 +642,7 @@ func (s *spoutTask) finish() {
 		}
 		s.src = nil
 	}
-	s.st.Done = true
+	s.done = true
 	s.report()
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"time"
 
 	"github.com/acktor/acktor/internal/assert"
 	"github.com/acktor/acktor/messages"
@@ -44,6 +46,9 @@ type SpoutConfig struct {
 	// Track makes an empty Track for the task; the actors reuse theirs. Nil:
 	// a fresh message each time.
 	Track func(task uint32) *messages.Track
+	// Untracked: no acker tracks roots (the topology has none), and a root
+	// completes once emitted.
+	Untracked bool
 }
 
 // Verdict is what becomes of a root that left the in-flight set.
@@ -99,6 +104,12 @@ type Spout struct {
 	shortUntil, short int64
 	ended             bool // the source said io.EOF (or broke, or the run stops)
 	final             bool // ... and is read no more: a redelivery does not reopen it
+
+	// The task's counts, for its reports (messages.TaskReport).
+	roots, completed, failed, timedOut, replayed, deadLettered, peak uint64
+
+	lat    Latency // complete latencies
+	latSum uint64  // µs, the sum of what lat counts
 }
 
 // NewSpout makes the spout task cfg.Task's tracker, its sequence started
@@ -126,13 +137,19 @@ func (s *Spout) NextSpringID() uint64 {
 }
 
 // Open records root r emitted under springID at now, the ids of its tuples
-// folding to initXor, and queues its init for the acker d names.
-func (s *Spout) Open(springID uint64, r PendingRoot, initXor uint64, d *Directory, now int64) {
+// folding to initXor, and queues its init for the acker d names. Untracked,
+// the root completes at once instead: true, and its source may forget it.
+func (s *Spout) Open(springID uint64, r PendingRoot, initXor uint64, d *Directory, now int64) (done bool) {
+	if s.cfg.Untracked {
+		s.completed++
+		return true
+	}
 	r.Deadline = now + s.cfg.Deadline
 	if now < s.shortUntil {
 		r.Deadline = now + min(s.cfg.Deadline, s.short)
 	}
 	s.pending.put(springID, r)
+	s.peak = max(s.peak, uint64(s.pending.len()))
 	a := d.AckerOf(springID)
 	if a >= len(s.tracks) { // the acker set grew
 		s.tracks = append(s.tracks, make([]*messages.Track, a+1-len(s.tracks))...)
@@ -147,6 +164,7 @@ func (s *Spout) Open(springID uint64, r PendingRoot, initXor uint64, d *Director
 	}
 	t.SpringIds = append(t.SpringIds, springID)
 	t.InitXors = append(t.InitXors, initXor)
+	return false
 }
 
 // settle removes the root of springID, which completed or failed at its
@@ -188,17 +206,17 @@ func (s *Spout) Ready() []Out {
 // moves; f must not change the Spout.
 func (s *Spout) Each(f func(springID uint64, r PendingRoot)) { s.pending.each(f) }
 
-// Start begins the task: redelivers says whether its source's broker
-// redelivers failed roots itself (source.Redeliverer). The notifications
-// held since the activation settle now, after Restore gave the roots
-// they concern.
-func (s *Spout) Start(redelivers bool, out []Settled) []Settled {
+// Start begins the task at now: redelivers says whether its source's
+// broker redelivers failed roots itself (source.Redeliverer). The
+// notifications held since the activation settle now, after Restore gave
+// the roots they concern.
+func (s *Spout) Start(redelivers bool, now int64, out []Settled) []Settled {
 	if s.started {
 		return out
 	}
 	s.started, s.redelivers = true, redelivers
 	for _, m := range s.held {
-		out, _ = s.Step(m, out)
+		out, _ = s.Step(m, now, out)
 	}
 	s.held = nil
 	return out
@@ -208,11 +226,12 @@ func (s *Spout) Start(redelivers bool, out []Settled) []Settled {
 func (s *Spout) Started() bool { return s.started }
 
 // Step hands the task an acker's or a processor's notification
-// (*messages.Completed, *messages.Failed, *messages.Rejected) and appends
-// the roots it settles to out; a springId no longer in flight (an earlier
-// attempt's, a duplicate) settles nothing. Before Start it is held: a
-// moved task's new activation hears from ackers before its state comes.
-func (s *Spout) Step(m any, out []Settled) ([]Settled, error) {
+// (*messages.Completed, *messages.Failed, *messages.Rejected) at now and
+// appends the roots it settles to out; a springId no longer in flight (an
+// earlier attempt's, a duplicate) settles nothing. Before Start it is
+// held: a moved task's new activation hears from ackers before its state
+// comes.
+func (s *Spout) Step(m any, now int64, out []Settled) ([]Settled, error) {
 	if !s.started {
 		if len(s.held) >= s.cfg.MaxEarly {
 			return out, ErrTooEarly
@@ -224,6 +243,7 @@ func (s *Spout) Step(m any, out []Settled) ([]Settled, error) {
 	case *messages.Completed:
 		for _, id := range m.SpringIds {
 			if p, ok := s.settle(id); ok {
+				s.complete(p, now)
 				out = append(out, Settled{Root: p, Verdict: Done})
 			}
 		}
@@ -241,6 +261,7 @@ func (s *Spout) Step(m any, out []Settled) ([]Settled, error) {
 	case *messages.Rejected:
 		for _, id := range m.SpringIds {
 			if p, ok := s.settle(id); ok { // else replayed already: its Failed came first
+				s.failed++
 				out = append(out, Settled{Root: p, Verdict: DeadLetter, Failed: true,
 					Reason: fmt.Sprintf("rejected by %s: %s", m.Component, m.Reason)})
 			}
@@ -293,10 +314,23 @@ func (s *Spout) FailAll(reason string, out []Settled) []Settled {
 	return out
 }
 
+// complete counts root p completed at now, and its latency: it was
+// emitted a Deadline's length before its deadline.
+func (s *Spout) complete(p PendingRoot, now int64) {
+	d := time.Duration(now + s.cfg.Deadline - p.Deadline)
+	s.lat.Record(d)
+	s.latSum += uint64(max(d, 0) / time.Microsecond)
+	s.completed++
+}
+
 // fail decides what becomes of a root that failed: replayed (or left to
 // its broker) until MaxReplays, then dead-lettered.
 func (s *Spout) fail(p PendingRoot, timedOut bool, reason string) Settled {
 	v := Settled{Root: p, Failed: true, TimedOut: timedOut, Reason: reason}
+	s.failed++
+	if timedOut {
+		s.timedOut++
+	}
 	switch {
 	case !s.replayable(p):
 		v.Verdict, v.Reason = DeadLetter, fmt.Sprintf("%s after %d replays", reason, p.Attempt)
@@ -304,6 +338,14 @@ func (s *Spout) fail(p PendingRoot, timedOut bool, reason string) Settled {
 		v.Verdict = Redeliver
 		if !s.final { // the end came (io.EOF), and now the root will again
 			s.ended = false
+		}
+		// The root is the broker's again, and counts as a root of
+		// whichever task it hands it to next (maybe another): Roots stays
+		// a count of distinct roots over the tasks, so that Completed ==
+		// Roots at the end.
+		s.replayed++
+		if s.roots > 0 { // it counted it when it took it, or took its count over
+			s.roots--
 		}
 	default:
 		v.Verdict = Replay
@@ -369,4 +411,87 @@ func (s *Spout) seqMeets(ids []uint64) bool {
 		}
 	}
 	return false
+}
+
+// Reread is what a source answered when asked for a failed root's payload
+// again (source.Source.Replay), to replay it or for its dead letter.
+type Reread uint8
+
+const (
+	// Read: the payload came.
+	Read Reread = iota
+	// Released: the source released the root to its broker, which hands
+	// it out again elsewhere.
+	Released
+	// Unreadable: the payload could not be read.
+	Unreadable
+)
+
+// Reread decides what becomes of a root settled Replay or DeadLetter once
+// its source answered got (err: why the payload could not be read): a
+// Replay emitted again as its next attempt, or dead-lettered when its
+// payload cannot be read; nothing (false) for a root its source released.
+func (s *Spout) Reread(v Settled, got Reread, err string) (Settled, bool) {
+	assert.That(v.Verdict == Replay || v.Verdict == DeadLetter, "spout: rereading a root neither replayed nor dead-lettered")
+	switch {
+	case got == Released:
+		return v, false
+	case v.Verdict == Replay && got == Unreadable:
+		v.Verdict, v.Reason = DeadLetter, fmt.Sprintf("%s; replay failed: %s", v.Reason, err)
+	case v.Verdict == Replay:
+		s.replayed++
+		v.Root.Attempt++
+		return v, true
+	}
+	s.deadLettered++ // lettered without its payload if the source kept none
+	return v, true
+}
+
+// EmitFailed dead-letters root p, which could not be emitted (its tuple
+// did not fit the topology's groupings): why says so.
+func (s *Spout) EmitFailed(p PendingRoot, why string) Settled {
+	s.deadLettered++
+	return Settled{Root: p, Verdict: DeadLetter, Reason: why}
+}
+
+// Report puts the task's counts in r: roots taken, completed, failed,
+// timed out, replayed, dead-lettered, in flight now and at most, and the
+// complete latencies.
+func (s *Spout) Report(r *messages.TaskReport) {
+	r.Roots, r.Completed, r.Failed, r.TimedOut = s.roots, s.completed, s.failed, s.timedOut
+	r.Replayed, r.DeadLettered, r.PeakInFlight = s.replayed, s.deadLettered, s.peak
+	r.InFlight = uint64(s.pending.len())
+	n := len(s.lat)
+	for n > 0 && s.lat[n-1] == 0 {
+		n--
+	}
+	r.Latency = slices.Clone(s.lat[:n])
+	r.LatencySumMicros = s.latSum
+}
+
+// Resume takes over the counts of the task's earlier activation, from its
+// last report r.
+func (s *Spout) Resume(r *messages.TaskReport) {
+	s.roots, s.completed, s.failed, s.timedOut = r.Roots, r.Completed, r.Failed, r.TimedOut
+	s.replayed, s.deadLettered, s.peak = r.Replayed, r.DeadLettered, r.PeakInFlight
+	s.lat.Add(r.Latency)
+	s.latSum += r.LatencySumMicros
+}
+
+// Took counts a root the source handed out at now (source.Source.Next),
+// and returns it to emit: at now unless the source gave it a time.
+func (s *Spout) Took(r PendingRoot, now int64) PendingRoot {
+	s.roots++ // new to this task; a redelivery took a root it handed back off
+	if r.Time == 0 {
+		r.Time = now
+	}
+	return r
+}
+
+// BadRecord counts a record the source read but cannot make a root of
+// (source.BadRecord), for why: a root, dead-lettered at once.
+func (s *Spout) BadRecord(id uint64, why string) Settled {
+	s.roots++
+	s.deadLettered++
+	return Settled{Root: PendingRoot{ID: id}, Verdict: DeadLetter, Reason: why}
 }

@@ -1,8 +1,10 @@
 package tracker
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acktor/acktor/messages"
 )
@@ -160,7 +162,7 @@ func TestSpoutSettles(t *testing.T) {
 		for _, early := range []bool{false, true} {
 			s := newSpout(1000)
 			if !early {
-				s.Start(tc.redelivers, nil)
+				s.Start(tc.redelivers, 0, nil)
 			}
 			id := s.NextSpringID()
 			s.Open(id, PendingRoot{ID: 9, Attempt: tc.attempt}, 1, NewDirectory(1, 2, 0), 10)
@@ -171,22 +173,31 @@ func TestSpoutSettles(t *testing.T) {
 					continue // a deadline passes only on a started task's tick
 				}
 				got = s.Expire(111, nil)
-			} else if got, err = s.Step(tc.msg(id), nil); err != nil {
+			} else if got, err = s.Step(tc.msg(id), 0, nil); err != nil {
 				t.Fatalf("%s: %v", tc.name, err)
 			}
 			if early {
 				if len(got) != 0 || s.Len() != 1 {
 					t.Fatalf("%s: settled %v before start", tc.name, got)
 				}
-				got = s.Start(tc.redelivers, nil)
+				got = s.Start(tc.redelivers, 0, nil)
 			}
 			w := want{got[0].Verdict, got[0].TimedOut, got[0].Reason}
 			if len(got) != 1 || w != tc.want || got[0].Root.ID != 9 || got[0].Failed != (tc.want.v != Done) || s.Len() != 0 {
 				t.Errorf("%s (early %v): settled %+v, want %+v", tc.name, early, got, tc.want)
 			}
+			// Counted as settled: a redelivered root is its broker's again,
+			// and no longer this task's (it took none here).
+			var r messages.TaskReport
+			s.Report(&r)
+			wr := counts{completed: b2u(tc.want.v == Done), failed: b2u(tc.want.v != Done), timedOut: b2u(tc.want.timedOut),
+				replayed: b2u(tc.want.v == Redeliver), peak: 1}
+			if c := countsOf(&r); c != wr {
+				t.Errorf("%s (early %v): counts %+v, want %+v", tc.name, early, c, wr)
+			}
 			again := s.Expire(1000, nil)
 			if tc.msg != nil {
-				again, _ = s.Step(tc.msg(id), again)
+				again, _ = s.Step(tc.msg(id), 0, again)
 			}
 			if len(again) != 0 {
 				t.Errorf("%s: settled twice: %+v", tc.name, again)
@@ -194,10 +205,10 @@ func TestSpoutSettles(t *testing.T) {
 		}
 	}
 	s := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxEarly: 1, Draw: func() uint64 { return 0 }})
-	if _, err := s.Step(&messages.Completed{}, nil); err != nil {
+	if _, err := s.Step(&messages.Completed{}, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Step(&messages.Completed{}, nil); err != ErrTooEarly {
+	if _, err := s.Step(&messages.Completed{}, 0, nil); err != ErrTooEarly {
 		t.Fatalf("a second early notification with room for one: %v", err)
 	}
 	if h := s.TakeHeld(); len(h) != 1 {
@@ -216,7 +227,7 @@ func TestSpoutPullsAndFinishes(t *testing.T) {
 		if s.CanPull() {
 			t.Fatal("pulls before start")
 		}
-		s.Start(true, nil)
+		s.Start(true, 0, nil)
 		d := NewDirectory(1, 1, 0)
 		var ids []uint64
 		for range 4 {
@@ -226,20 +237,20 @@ func TestSpoutPullsAndFinishes(t *testing.T) {
 		if s.CanPull() || s.WantsPull() {
 			t.Fatal("pulls at MaxPending")
 		}
-		s.Step(&messages.Completed{SpringIds: ids[:1]}, nil)
+		s.Step(&messages.Completed{SpringIds: ids[:1]}, 0, nil)
 		if !s.CanPull() || s.WantsPull() {
 			t.Fatalf("one free of 4 (batch 2): can %v, wants %v", s.CanPull(), s.WantsPull())
 		}
-		s.Step(&messages.Completed{SpringIds: ids[1:2]}, nil)
+		s.Step(&messages.Completed{SpringIds: ids[1:2]}, 0, nil)
 		if !s.WantsPull() {
 			t.Fatal("a batch free and no pull wanted")
 		}
 		s.End(final)
-		s.Step(&messages.Completed{SpringIds: ids[2:3]}, nil)
+		s.Step(&messages.Completed{SpringIds: ids[2:3]}, 0, nil)
 		if s.CanPull() || !s.WantsPull() || s.Finished() {
 			t.Fatalf("ended with a root in flight: can %v, wants %v, finished %v", s.CanPull(), s.WantsPull(), s.Finished())
 		}
-		got, _ := s.Step(&messages.Failed{SpringIds: ids[3:]}, nil)
+		got, _ := s.Step(&messages.Failed{SpringIds: ids[3:]}, 0, nil)
 		if len(got) != 1 || got[0].Verdict != Redeliver {
 			t.Fatalf("settled %+v", got)
 		}
@@ -253,7 +264,7 @@ func TestSpoutPullsAndFinishes(t *testing.T) {
 // each replayed or dead-lettered as its attempts say.
 func TestSpoutFailAll(t *testing.T) {
 	s := newSpout(0)
-	s.Start(false, nil)
+	s.Start(false, 0, nil)
 	d := NewDirectory(1, 2, 0)
 	for i := range 3 {
 		s.Open(s.NextSpringID(), PendingRoot{ID: uint64(i), Attempt: int32(i)}, 1, d, 0)
@@ -276,7 +287,7 @@ func TestSpoutFailAll(t *testing.T) {
 // none.
 func TestSpoutHasten(t *testing.T) {
 	s := newSpout(0)
-	s.Start(false, nil)
+	s.Start(false, 0, nil)
 	d := NewDirectory(1, 1, 0)
 	a, b := s.NextSpringID(), s.NextSpringID()
 	s.Open(a, PendingRoot{ID: 1}, 1, d, 0) // deadline 100
@@ -288,5 +299,161 @@ func TestSpoutHasten(t *testing.T) {
 	}
 	if got := s.Expire(101, nil); len(got) != 1 || got[0].Root.ID != 2 {
 		t.Fatalf("expired at 101: %+v", got)
+	}
+}
+
+// counts is a TaskReport's counts, comparable.
+type counts struct {
+	roots, completed, failed, timedOut, replayed, deadLettered, inFlight, peak uint64
+}
+
+func countsOf(r *messages.TaskReport) counts {
+	return counts{r.Roots, r.Completed, r.Failed, r.TimedOut, r.Replayed, r.DeadLettered, r.InFlight, r.PeakInFlight}
+}
+
+func (s *Spout) counts() counts {
+	var r messages.TaskReport
+	s.Report(&r)
+	return countsOf(&r)
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestSpoutReread: what becomes of a failed root once its source answered
+// for its payload: a replay is emitted again as its next attempt (counted
+// replayed), or dead-lettered with why when the payload cannot be read; a
+// dead letter is lettered whether or not it could be; a root its source
+// released comes to nothing, uncounted.
+func TestSpoutReread(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		verdict  Verdict
+		got      Reread
+		ok       bool
+		want     Verdict
+		attempt  int32
+		reason   string
+		replayed uint64
+		lettered uint64
+	}{
+		{"replay read", Replay, Read, true, Replay, 2, "failed", 1, 0},
+		{"replay released", Replay, Released, false, Replay, 1, "failed", 0, 0},
+		{"replay unreadable", Replay, Unreadable, true, DeadLetter, 1, "failed; replay failed: gone", 0, 1},
+		{"dead letter read", DeadLetter, Read, true, DeadLetter, 1, "failed", 0, 1},
+		{"dead letter released", DeadLetter, Released, false, DeadLetter, 1, "failed", 0, 0},
+		{"dead letter unreadable", DeadLetter, Unreadable, true, DeadLetter, 1, "failed", 0, 1},
+	} {
+		s := newSpout(0)
+		why := ""
+		if tc.got == Unreadable {
+			why = "gone"
+		}
+		v, ok := s.Reread(Settled{Root: PendingRoot{ID: 3, Attempt: 1}, Verdict: tc.verdict, Failed: true, Reason: "failed"}, tc.got, why)
+		c := s.counts()
+		if ok != tc.ok || v.Verdict != tc.want || v.Root.Attempt != tc.attempt || v.Root.ID != 3 || v.Reason != tc.reason ||
+			c != (counts{replayed: tc.replayed, deadLettered: tc.lettered}) {
+			t.Errorf("%s: %+v %v, counts %+v", tc.name, v, ok, c)
+		}
+	}
+}
+
+// TestSpoutCounts: what a task counts for its reports as its source hands
+// out roots and bad records and its roots settle, and what a moved task's
+// new activation resumes from.
+func TestSpoutCounts(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	s := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 1, BatchSize: 4, Deadline: 10 * ms, Draw: func() uint64 { return 0 }})
+	s.Start(false, 0, nil)
+	d := NewDirectory(1, 1, 0)
+	var ids []uint64
+	for i := range 3 {
+		r := s.Took(PendingRoot{ID: uint64(i), Time: int64(i)}, 7) // root 0 has no time of its own: 7
+		if want := int64(i); r.Time != want && (i != 0 || r.Time != 7) {
+			t.Fatalf("root %d emitted with time %d, want %d", i, r.Time, want)
+		}
+		ids = append(ids, s.NextSpringID())
+		if s.Open(ids[i], r, 1, d, int64(i)*ms) {
+			t.Fatal("a tracked root completed when opened")
+		}
+	}
+	if v := s.BadRecord(9, "no json"); v.Verdict != DeadLetter || v.Root.ID != 9 || v.Reason != "no json" {
+		t.Fatalf("bad record: %+v", v)
+	}
+	if v := s.EmitFailed(PendingRoot{ID: 8, Attempt: 1}, "no field 2"); v.Verdict != DeadLetter || v.Root.ID != 8 || v.Reason != "no field 2" || v.Root.Attempt != 1 {
+		t.Fatalf("emit failed: %+v", v)
+	}
+	if c := s.counts(); c != (counts{roots: 4, deadLettered: 2, inFlight: 3, peak: 3}) {
+		t.Fatalf("counts %+v", c)
+	}
+	// Root 0 completes 5 µs after its emission, root 1 fails (replayed),
+	// root 2 times out at its acker, past its replays (dead-lettered).
+	s.Step(&messages.Completed{SpringIds: ids[:1]}, 5_000, nil)
+	s.Step(&messages.Failed{SpringIds: ids[1:2]}, 6_000, nil)
+	s.Step(&messages.Failed{SpringIds: ids[2:], Reason: messages.FailReason_FAIL_REASON_TIMEOUT}, 6_000, nil)
+	var r messages.TaskReport
+	s.Report(&r)
+	if c := countsOf(&r); c != (counts{roots: 4, completed: 1, failed: 2, timedOut: 1, deadLettered: 2, peak: 3}) {
+		t.Fatalf("counts %+v", c)
+	}
+	if r.LatencySumMicros != 5 || len(r.Latency) != latencyBucket(5*time.Microsecond)+1 || r.Latency[len(r.Latency)-1] != 1 {
+		t.Fatalf("latency %v, sum %d µs; want one of 5 µs", r.Latency, r.LatencySumMicros)
+	}
+	// A new activation resumes the counts and the latencies.
+	s2 := newSpout(0)
+	s2.Resume(&r)
+	var r2 messages.TaskReport
+	s2.Report(&r2)
+	if countsOf(&r2) != countsOf(&r) || r2.LatencySumMicros != 5 || !slices.Equal(r2.Latency, r.Latency) {
+		t.Fatalf("resumed %+v from %+v", &r2, &r)
+	}
+	// Without ackers a root completes once emitted, and none is in flight.
+	u := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, Untracked: true, Draw: func() uint64 { return 0 }})
+	u.Start(false, 0, nil)
+	if !u.Open(u.NextSpringID(), u.Took(PendingRoot{ID: 1}, 0), 0, nil, 0) || u.counts() != (counts{roots: 1, completed: 1}) {
+		t.Fatalf("untracked: counts %+v", u.counts())
+	}
+}
+
+// TestSpoutRedeliverCounts: a root a task hands back to its broker counts
+// no longer as its own; the task the broker hands it to counts it, so
+// that over the tasks Completed == Roots at the end.
+func TestSpoutRedeliverCounts(t *testing.T) {
+	d := NewDirectory(1, 1, 0)
+	a, b := newSpout(0), newSpout(1<<20)
+	a.Start(true, 0, nil)
+	b.Start(true, 0, nil)
+	take := func(s *Spout, id uint64, attempt int32) uint64 {
+		springID := s.NextSpringID()
+		s.Open(springID, s.Took(PendingRoot{ID: id, Attempt: attempt}, 0), 1, d, 0)
+		return springID
+	}
+	x, y := take(a, 1, 0), take(a, 2, 0)
+	a.Step(&messages.Completed{SpringIds: []uint64{x}}, 1, nil)
+	got, _ := a.Step(&messages.Failed{SpringIds: []uint64{y}}, 1, nil)
+	if len(got) != 1 || got[0].Verdict != Redeliver {
+		t.Fatalf("settled %+v", got)
+	}
+	z := take(b, 2, got[0].Root.Attempt+1) // the broker hands it to b
+	b.Step(&messages.Completed{SpringIds: []uint64{z}}, 1, nil)
+	ca, cb := a.counts(), b.counts()
+	if ca != (counts{roots: 1, completed: 1, failed: 1, replayed: 1, peak: 2}) || cb != (counts{roots: 1, completed: 1, peak: 1}) {
+		t.Fatalf("counts a %+v, b %+v", ca, cb)
+	}
+	if ca.roots+cb.roots != ca.completed+cb.completed {
+		t.Fatalf("roots %d, completed %d", ca.roots+cb.roots, ca.completed+cb.completed)
+	}
+	// A task that took over a count of none does not go below it.
+	c := newSpout(0)
+	c.Start(true, 0, nil)
+	id := c.NextSpringID()
+	c.Restore([]uint64{id}, []PendingRoot{{ID: 4, Deadline: 100}})
+	c.Step(&messages.Failed{SpringIds: []uint64{id}}, 1, nil)
+	if cc := c.counts(); cc != (counts{failed: 1, replayed: 1}) {
+		t.Fatalf("redelivered a root it did not count: %+v", cc)
 	}
 }
