@@ -116,8 +116,8 @@ func (c Config) Validate() error {
 		return fieldError("Timeout", c.Timeout, ">= 10ms")
 	case c.Generations < 2 || c.Generations > ledger.MaxGenerations:
 		return fieldError("Generations", c.Generations, "2..%d", ledger.MaxGenerations)
-	case c.IdleWait != 0 && (c.IdleWait < minIdleWait || c.IdleWait > time.Second):
-		return fieldError("IdleWait", c.IdleWait, "%v..1s (0: 2ms)", minIdleWait)
+	case c.IdleWait != 0 && (c.IdleWait < tracker.MinIdleWait || c.IdleWait > time.Second):
+		return fieldError("IdleWait", c.IdleWait, "%v..1s (0: 2ms)", tracker.MinIdleWait)
 	case c.WarnUtilisation < 0 || c.WarnUtilisation > 10:
 		return fieldError("WarnUtilisation", c.WarnUtilisation, "0..10 (0: 0.9)")
 	case c.MaxReplays < 0:

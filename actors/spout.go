@@ -43,8 +43,6 @@ type spoutTask struct {
 	core     *tracker.Spout // nil until activated as a spout task
 	stamp    int64          // the time of a pull or replay round, unix ns: ingestion time of new roots
 	started  bool
-	pulling  bool          // a pull is queued or scheduled
-	idle     time.Duration // the wait after the source was last not ready
 	finished bool
 	done     bool              // reported done
 	err      string            // why the task broke, for its reports
@@ -61,9 +59,6 @@ type spoutTask struct {
 	// the same whichever task a broker hands the root to.
 	scope uint32
 }
-
-// minIdleWait is the first wait after a source that had roots is not ready.
-const minIdleWait = 50 * time.Microsecond
 
 // maxEarly bounds the notifications a spout task keeps before it starts
 // (a moved task's new activation hears from ackers before its state comes).
@@ -86,8 +81,7 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 		}
 		s.start(m)
 	case *pull:
-		s.pulling = false
-		s.pull()
+		s.pull(true)
 	case *spoutTick:
 		s.tick()
 	case *messages.AckerSet:
@@ -153,7 +147,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	s.self = ctx.Self()
 	s.core = tracker.NewSpout(tracker.SpoutConfig{Task: task, MaxPending: s.env.cfg.MaxPending, MaxReplays: s.env.cfg.MaxReplays,
 		BatchSize: s.env.cfg.BatchSize, MaxEarly: maxEarly, Deadline: int64(s.env.cfg.spoutDeadline()),
-		Draw: randomSeq, Track: s.env.recycle.track, Untracked: !s.env.tracking()})
+		Draw: randomSeq, Track: s.env.recycle.track, Untracked: !s.env.tracking(), IdleWait: s.env.cfg.idleWait()})
 	s.col = newCollector(s.env, task, s.sendTuples, nil, nil)
 	c, self, root := m.Cluster, ctx.Self(), ctx.ActorSystem().Root
 	deaths, ok := c.IdentityLookup.(grain.Deaths)
@@ -378,74 +372,53 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	}
 	every := min(s.env.cfg.ReportEvery, s.env.cfg.Timeout/4)
 	s.cancel = scheduler.NewTimerScheduler(s.root).SendRepeatedly(every, every, s.self, &spoutTick{})
-	s.pull()
+	s.pull(false)
 }
 
 // pull emits up to a batch of new roots while there is room under max
-// pending, then queues another pull so that acks get a turn in between.
-func (s *spoutTask) pull() {
+// pending, then queues another pull so that acks get a turn in between;
+// woken says it is the pull the core queued. The core decides what each
+// answer of the source means.
+func (s *spoutTask) pull(woken bool) {
 	if s.src == nil || s.finished {
 		return
 	}
-	wait := time.Duration(0)
 	s.setDeadline()
-	for n := 0; n < s.env.cfg.BatchSize && s.core.CanPull(); n++ {
+	var bad *source.BadRecord
+	for s.core.Pull(woken); s.core.Reads(); {
 		r, err := s.src.Next()
-		if err == nil {
+		switch {
+		case err == nil:
 			s.take(r)
-			continue
-		}
-		if s.sourceError(err, &wait) {
-			break
+		case errors.Is(err, source.ErrNotReady):
+			s.core.NotReady()
+		case errors.Is(err, io.EOF):
+			s.core.Exhausted()
+		case errors.As(err, &bad):
+			s.deadLetter(s.core.BadRecord(bad.ID, bad.Reason), bad.Payload)
+		default:
+			s.err = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
+			s.core.Broke()
 		}
 	}
 	if bl, ok := s.src.(source.Backlogger); ok {
 		s.env.stages.source.setBacklog(s.task, bl.Backlog())
 	}
 	s.flush()
-	s.schedulePull(wait)
+	if wait, ok := s.core.Again(); ok {
+		if wait > 0 {
+			scheduler.NewTimerScheduler(s.root).SendOnce(wait, s.self, &pull{})
+		} else {
+			s.root.Send(s.self, &pull{})
+		}
+	}
 	s.maybeFinish()
 }
 
 // take emits a root the source handed out.
 func (s *spoutTask) take(r source.Root) {
-	s.idle = 0
 	s.env.stages.source.taken.Add(1)
 	s.emit(s.core.Took(tracker.PendingRoot{ID: r.ID, Time: r.Time, Attempt: r.Attempt}, s.stamp), r.Payload)
-}
-
-// sourceError acts on what Next answered instead of a root, and says
-// whether the pull stops; *wait is set when the source is dry for now.
-func (s *spoutTask) sourceError(err error, wait *time.Duration) (stop bool) {
-	var bad *source.BadRecord
-	switch {
-	case errors.Is(err, source.ErrNotReady):
-		// Ask again soon after a root came, backing off to IdleWait while
-		// the source stays dry: quick under load, idle when idle.
-		s.idle = min(max(2*s.idle, minIdleWait), s.env.cfg.idleWait())
-		*wait = s.idle
-	case errors.Is(err, io.EOF):
-		s.core.End(false)
-	case errors.As(err, &bad):
-		s.deadLetter(s.core.BadRecord(bad.ID, bad.Reason), bad.Payload)
-		return false
-	default:
-		s.err = fmt.Sprintf("spout %s/%d: reading source: %v", s.info.Component, s.info.Index, err)
-		s.core.End(true)
-	}
-	return true
-}
-
-func (s *spoutTask) schedulePull(wait time.Duration) {
-	if s.pulling || s.finished || !s.core.CanPull() {
-		return
-	}
-	s.pulling = true
-	if wait > 0 {
-		scheduler.NewTimerScheduler(s.root).SendOnce(wait, s.self, &pull{})
-		return
-	}
-	s.root.Send(s.self, &pull{})
 }
 
 // emit sends one root with a fresh springId, and its init to its acker
@@ -527,7 +500,7 @@ func (s *spoutTask) settle() {
 // an exhausted source.
 func (s *spoutTask) refill() {
 	if s.core.WantsPull() {
-		s.pull()
+		s.pull(false)
 	}
 }
 

@@ -49,7 +49,14 @@ type SpoutConfig struct {
 	// Untracked: no acker tracks roots (the topology has none), and a root
 	// completes once emitted.
 	Untracked bool
+	// IdleWait is the longest wait before the source is asked again after
+	// it had no root ready.
+	IdleWait time.Duration
 }
+
+// MinIdleWait is the first wait after a source that had roots is not
+// ready.
+const MinIdleWait = 50 * time.Microsecond
 
 // Verdict is what becomes of a root that left the in-flight set.
 type Verdict uint8
@@ -104,6 +111,15 @@ type Spout struct {
 	shortUntil, short int64
 	ended             bool // the source said io.EOF (or broke, or the run stops)
 	final             bool // ... and is read no more: a redelivery does not reopen it
+
+	// The pull under way: roots read, whether it stopped, the wait before
+	// the next; idle is the wait after the source was last not ready, and
+	// queued says a pull is queued or scheduled.
+	batch  int
+	stop   bool
+	wait   time.Duration
+	idle   time.Duration
+	queued bool
 
 	// The task's counts, for its reports (messages.TaskReport).
 	roots, completed, failed, timedOut, replayed, deadLettered, peak uint64
@@ -481,6 +497,7 @@ func (s *Spout) Resume(r *messages.TaskReport) {
 // Took counts a root the source handed out at now (source.Source.Next),
 // and returns it to emit: at now unless the source gave it a time.
 func (s *Spout) Took(r PendingRoot, now int64) PendingRoot {
+	s.idle = 0
 	s.roots++ // new to this task; a redelivery took a root it handed back off
 	if r.Time == 0 {
 		r.Time = now
@@ -489,9 +506,67 @@ func (s *Spout) Took(r PendingRoot, now int64) PendingRoot {
 }
 
 // BadRecord counts a record the source read but cannot make a root of
-// (source.BadRecord), for why: a root, dead-lettered at once.
+// (source.BadRecord), for why: a root, dead-lettered at once. The pull
+// goes on.
 func (s *Spout) BadRecord(id uint64, why string) Settled {
 	s.roots++
 	s.deadLettered++
 	return Settled{Root: PendingRoot{ID: id}, Verdict: DeadLetter, Reason: why}
+}
+
+// Pull begins a pull: the task reads up to BatchSize roots while Reads
+// says so, and hands the core each answer of its source (Took, BadRecord,
+// NotReady, Exhausted, Broke). woken says it is the pull Again asked for.
+func (s *Spout) Pull(woken bool) {
+	if woken {
+		s.queued = false
+	}
+	s.batch, s.stop, s.wait = 0, false, 0
+}
+
+// Reads says whether the pull reads another root: up to a batch, while
+// there is room under MaxPending and the source answered nothing that
+// stops it.
+func (s *Spout) Reads() bool {
+	if s.stop || s.batch >= s.cfg.BatchSize || !s.CanPull() {
+		return false
+	}
+	s.batch++
+	return true
+}
+
+// NotReady: the source has no root for now (source.ErrNotReady). The
+// pull stops, and the next waits: soon after a root came, backing off to
+// IdleWait while the source stays dry (quick under load, idle when idle).
+func (s *Spout) NotReady() {
+	s.stop = true
+	s.idle = min(max(2*s.idle, MinIdleWait), s.cfg.IdleWait)
+	s.wait = s.idle
+}
+
+// Exhausted: the source has no more roots (io.EOF). The pull stops, and
+// the task finishes once none is in flight.
+func (s *Spout) Exhausted() {
+	s.stop = true
+	s.End(false)
+}
+
+// Broke: the source failed. The pull stops and the source is read no
+// more; the task finishes once none is in flight.
+func (s *Spout) Broke() {
+	s.stop = true
+	s.End(true)
+}
+
+// Again says, at the end of a pull, whether to pull again and after how
+// long: at once after a full batch, after the idle wait when the source
+// was not ready; not while a pull is queued already, nor once the source
+// ended or the roots in flight fill MaxPending (a settle pulls then, as
+// WantsPull says).
+func (s *Spout) Again() (wait time.Duration, ok bool) {
+	if s.queued || !s.CanPull() {
+		return 0, false
+	}
+	s.queued = true
+	return s.wait, true
 }

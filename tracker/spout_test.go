@@ -457,3 +457,155 @@ func TestSpoutRedeliverCounts(t *testing.T) {
 		t.Fatalf("redelivered a root it did not count: %+v", cc)
 	}
 }
+
+// answer is what a test source answers a read.
+type answer uint8
+
+const (
+	root answer = iota
+	notReady
+	eof
+	bad
+	broke
+)
+
+// pullOnce drives one pull as the spout actor does, the source answering
+// answers in turn (then notReady), and returns how many reads it made and
+// what Again says after it.
+func pullOnce(s *Spout, d *Directory, now int64, woken bool, answers ...answer) (reads int, wait time.Duration, again bool) {
+	for s.Pull(woken); s.Reads(); reads++ {
+		a := notReady
+		if reads < len(answers) {
+			a = answers[reads]
+		}
+		switch a {
+		case root:
+			s.Open(s.NextSpringID(), s.Took(PendingRoot{ID: uint64(reads)}, now), 1, d, now)
+		case notReady:
+			s.NotReady()
+		case eof:
+			s.Exhausted()
+		case bad:
+			s.BadRecord(uint64(reads), "bad")
+		case broke:
+			s.Broke()
+		}
+	}
+	wait, again = s.Again()
+	return reads, wait, again
+}
+
+// TestSpoutPull: what each answer of the source means for the pull under
+// way and the next: a pull reads a batch at most, and no more than
+// MaxPending allows; a bad record is dead-lettered and the pull goes on;
+// no root ready waits; the source's end or failure stops pulling for
+// good, and the task finishes once no root is in flight.
+func TestSpoutPull(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		inFlight int // roots in flight before the pull
+		answers  []answer
+		reads    int
+		wait     time.Duration
+		again    bool
+		ended    bool
+		finished bool
+		lettered uint64
+		roots    uint64 // counted, those in flight before included
+	}{
+		{"a batch", 0, []answer{root, root, root}, 2, 0, true, false, false, 0, 2},
+		{"no root ready", 0, []answer{notReady}, 1, MinIdleWait, true, false, false, 0, 0},
+		{"a root, then none ready", 0, []answer{root, notReady}, 2, MinIdleWait, true, false, false, 0, 1},
+		{"a bad record, then a root", 0, []answer{bad, root}, 2, 0, true, false, false, 1, 2},
+		{"two bad records", 0, []answer{bad, bad}, 2, 0, true, false, false, 2, 2},
+		{"the end", 0, []answer{eof}, 1, 0, false, true, true, 0, 0},
+		{"the end with roots in flight", 1, []answer{eof}, 1, 0, false, true, false, 0, 1},
+		{"a root, then the end", 0, []answer{root, eof}, 2, 0, false, true, false, 0, 1},
+		{"broken", 0, []answer{broke}, 1, 0, false, true, true, 0, 0},
+		{"a root, then broken", 0, []answer{root, broke}, 2, 0, false, true, false, 0, 1},
+		{"room for one", 3, []answer{root, root}, 1, 0, false, false, false, 0, 4},
+		{"full", 4, []answer{root}, 0, 0, false, false, false, 0, 4},
+	} {
+		s := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 2, BatchSize: 2, Deadline: 100, IdleWait: time.Millisecond, Draw: func() uint64 { return 0 }})
+		s.Start(false, 0, nil)
+		d := NewDirectory(1, 1, 0)
+		for range tc.inFlight {
+			s.Open(s.NextSpringID(), s.Took(PendingRoot{}, 0), 1, d, 0)
+		}
+		reads, wait, again := pullOnce(s, d, 0, false, tc.answers...)
+		c := s.counts()
+		if reads != tc.reads || wait != tc.wait || again != tc.again || s.Ended() != tc.ended || s.Finished() != tc.finished ||
+			c.deadLettered != tc.lettered || c.roots != tc.roots {
+			t.Errorf("%s: %d reads, again %v after %v, ended %v, finished %v, counts %+v", tc.name, reads, again, wait, s.Ended(), s.Finished(), c)
+		}
+	}
+}
+
+// TestSpoutIdleBackoff: while the source has no root ready the wait
+// before the next pull doubles from MinIdleWait up to IdleWait; a root
+// that comes resets it.
+func TestSpoutIdleBackoff(t *testing.T) {
+	const us = time.Microsecond
+	for _, tc := range []struct {
+		name     string
+		idleWait time.Duration
+		pulls    [][]answer // one pull's answers each
+		waits    []time.Duration
+	}{
+		{"backs off to IdleWait", 2 * time.Millisecond,
+			[][]answer{{notReady}, {notReady}, {notReady}, {notReady}, {notReady}, {notReady}, {notReady}, {notReady}},
+			[]time.Duration{50 * us, 100 * us, 200 * us, 400 * us, 800 * us, 1600 * us, 2000 * us, 2000 * us}},
+		{"a root resets it", 2 * time.Millisecond,
+			[][]answer{{notReady}, {notReady}, {notReady}, {root, notReady}, {notReady}, {root, root}, {notReady}},
+			[]time.Duration{50 * us, 100 * us, 200 * us, 50 * us, 100 * us, 0, 50 * us}},
+		{"a bad record does not", 2 * time.Millisecond,
+			[][]answer{{notReady}, {notReady}, {bad, notReady}},
+			[]time.Duration{50 * us, 100 * us, 200 * us}},
+		{"IdleWait at its least", MinIdleWait,
+			[][]answer{{notReady}, {notReady}},
+			[]time.Duration{50 * us, 50 * us}},
+	} {
+		s := NewSpout(SpoutConfig{Task: 5, MaxPending: 64, MaxReplays: 2, BatchSize: 2, Deadline: 100, IdleWait: tc.idleWait, Draw: func() uint64 { return 0 }})
+		s.Start(false, 0, nil)
+		d := NewDirectory(1, 1, 0)
+		for i, answers := range tc.pulls {
+			_, wait, again := pullOnce(s, d, 0, i > 0, answers...) // the pull Again queued
+			if !again || wait != tc.waits[i] {
+				t.Errorf("%s: pull %d waits %v (again %v), want %v", tc.name, i, wait, again, tc.waits[i])
+			}
+		}
+	}
+}
+
+// TestSpoutPullQueued: one pull at a time is queued: another pull before
+// the queued one comes (a settle's) queues none, and the queued one,
+// when it comes, queues the next; none once the source ended, and none
+// while MaxPending roots are in flight until a settle frees room.
+func TestSpoutPullQueued(t *testing.T) {
+	s := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 2, BatchSize: 2, Deadline: 100, IdleWait: time.Millisecond, Draw: func() uint64 { return 0 }})
+	d := NewDirectory(1, 1, 0)
+	if _, _, again := pullOnce(s, d, 0, false, root); again || s.Len() != 0 {
+		t.Fatal("pulled before start")
+	}
+	s.Start(false, 0, nil)
+	for i, tc := range []struct {
+		woken bool
+		again bool
+	}{{false, true}, {false, false}, {false, false}, {true, false}} { // the second fills MaxPending: the woken one finds no room
+		if _, _, again := pullOnce(s, d, 0, tc.woken, root, root); again != tc.again {
+			t.Fatalf("pull %d (woken %v): again %v", i, tc.woken, again)
+		}
+	}
+	if s.Len() != 4 || s.WantsPull() {
+		t.Fatalf("%d in flight, wants a pull %v", s.Len(), s.WantsPull())
+	}
+	var ids []uint64
+	s.Each(func(id uint64, _ PendingRoot) { ids = append(ids, id) })
+	s.Step(&messages.Completed{SpringIds: ids[:2]}, 1, nil)
+	if !s.WantsPull() {
+		t.Fatal("a batch free and no pull wanted")
+	}
+	if _, _, again := pullOnce(s, d, 0, false, root, eof); again || !s.Ended() {
+		t.Fatal("pulls again after the end")
+	}
+}
