@@ -340,7 +340,7 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	src, err := s.env.topo.tasks[s.task].source(s.info.Index, s.info.Parallel)
 	if err != nil {
 		s.err = fmt.Sprintf("spout %s/%d: %v", s.info.Component, s.info.Index, err)
-		s.core.Start(false, 0, nil) // nothing in flight: what comes settles nothing
+		s.core.Start(false, false, 0, nil) // nothing in flight: what comes settles nothing
 		s.finish()
 		return
 	}
@@ -358,13 +358,12 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	}
 	_, redelivers := src.(source.Redeliverer)
 	s.setDeadline()
-	if s.settled = s.core.Start(redelivers, s.stamp, s.settled[:0]); len(s.settled) > 0 {
-		s.settle()
-	}
-	if m.State.GetCheckpoint() && s.core.Len() > 0 { // their trees may have died with the member
+	var restarted int
+	if s.settled, restarted = s.core.Start(redelivers, m.State.GetCheckpoint(), s.stamp, s.settled[:0]); restarted > 0 {
 		s.env.log.Warnf("spout %s/%d: started again from its checkpoint; replaying the %d roots it had in flight",
-			s.info.Component, s.info.Index, s.core.Len())
-		s.settled = s.core.FailAll("started again from its checkpoint", s.settled[:0])
+			s.info.Component, s.info.Index, restarted)
+	}
+	if len(s.settled) > 0 {
 		s.settle()
 	}
 	if s.finished {

@@ -225,17 +225,24 @@ func (s *Spout) Each(f func(springID uint64, r PendingRoot)) { s.pending.each(f)
 // Start begins the task at now: redelivers says whether its source's
 // broker redelivers failed roots itself (source.Redeliverer). The
 // notifications held since the activation settle now, after Restore gave
-// the roots they concern.
-func (s *Spout) Start(redelivers bool, now int64, out []Settled) []Settled {
+// the roots they concern. A task started again from its checkpoint (its
+// member died) then fails the roots still in flight, restarted of them:
+// their trees may have died with the member, and a replay costs less than
+// waiting for their deadline.
+func (s *Spout) Start(redelivers, checkpoint bool, now int64, out []Settled) (_ []Settled, restarted int) {
 	if s.started {
-		return out
+		return out, 0
 	}
 	s.started, s.redelivers = true, redelivers
 	for _, m := range s.held {
 		out, _ = s.Step(m, now, out)
 	}
 	s.held = nil
-	return out
+	if checkpoint {
+		restarted = s.pending.len()
+		out = s.FailAll("started again from its checkpoint", out)
+	}
+	return out, restarted
 }
 
 // Started says whether Start was called.

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -162,7 +163,7 @@ func TestSpoutSettles(t *testing.T) {
 		for _, early := range []bool{false, true} {
 			s := newSpout(1000)
 			if !early {
-				s.Start(tc.redelivers, 0, nil)
+				s.Start(tc.redelivers, false, 0, nil)
 			}
 			id := s.NextSpringID()
 			s.Open(id, PendingRoot{ID: 9, Attempt: tc.attempt}, 1, NewDirectory(1, 2, 0), 10)
@@ -180,7 +181,7 @@ func TestSpoutSettles(t *testing.T) {
 				if len(got) != 0 || s.Len() != 1 {
 					t.Fatalf("%s: settled %v before start", tc.name, got)
 				}
-				got = s.Start(tc.redelivers, 0, nil)
+				got, _ = s.Start(tc.redelivers, false, 0, nil)
 			}
 			w := want{got[0].Verdict, got[0].TimedOut, got[0].Reason}
 			if len(got) != 1 || w != tc.want || got[0].Root.ID != 9 || got[0].Failed != (tc.want.v != Done) || s.Len() != 0 {
@@ -227,7 +228,7 @@ func TestSpoutPullsAndFinishes(t *testing.T) {
 		if s.CanPull() {
 			t.Fatal("pulls before start")
 		}
-		s.Start(true, 0, nil)
+		s.Start(true, false, 0, nil)
 		d := NewDirectory(1, 1, 0)
 		var ids []uint64
 		for range 4 {
@@ -264,7 +265,7 @@ func TestSpoutPullsAndFinishes(t *testing.T) {
 // each replayed or dead-lettered as its attempts say.
 func TestSpoutFailAll(t *testing.T) {
 	s := newSpout(0)
-	s.Start(false, 0, nil)
+	s.Start(false, false, 0, nil)
 	d := NewDirectory(1, 2, 0)
 	for i := range 3 {
 		s.Open(s.NextSpringID(), PendingRoot{ID: uint64(i), Attempt: int32(i)}, 1, d, 0)
@@ -287,7 +288,7 @@ func TestSpoutFailAll(t *testing.T) {
 // none.
 func TestSpoutHasten(t *testing.T) {
 	s := newSpout(0)
-	s.Start(false, 0, nil)
+	s.Start(false, false, 0, nil)
 	d := NewDirectory(1, 1, 0)
 	a, b := s.NextSpringID(), s.NextSpringID()
 	s.Open(a, PendingRoot{ID: 1}, 1, d, 0) // deadline 100
@@ -368,7 +369,7 @@ func TestSpoutReread(t *testing.T) {
 func TestSpoutCounts(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	s := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 1, BatchSize: 4, Deadline: 10 * ms, Draw: func() uint64 { return 0 }})
-	s.Start(false, 0, nil)
+	s.Start(false, false, 0, nil)
 	d := NewDirectory(1, 1, 0)
 	var ids []uint64
 	for i := range 3 {
@@ -413,7 +414,7 @@ func TestSpoutCounts(t *testing.T) {
 	}
 	// Without ackers a root completes once emitted, and none is in flight.
 	u := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, Untracked: true, Draw: func() uint64 { return 0 }})
-	u.Start(false, 0, nil)
+	u.Start(false, false, 0, nil)
 	if !u.Open(u.NextSpringID(), u.Took(PendingRoot{ID: 1}, 0), 0, nil, 0) || u.counts() != (counts{roots: 1, completed: 1}) {
 		t.Fatalf("untracked: counts %+v", u.counts())
 	}
@@ -425,8 +426,8 @@ func TestSpoutCounts(t *testing.T) {
 func TestSpoutRedeliverCounts(t *testing.T) {
 	d := NewDirectory(1, 1, 0)
 	a, b := newSpout(0), newSpout(1<<20)
-	a.Start(true, 0, nil)
-	b.Start(true, 0, nil)
+	a.Start(true, false, 0, nil)
+	b.Start(true, false, 0, nil)
 	take := func(s *Spout, id uint64, attempt int32) uint64 {
 		springID := s.NextSpringID()
 		s.Open(springID, s.Took(PendingRoot{ID: id, Attempt: attempt}, 0), 1, d, 0)
@@ -449,7 +450,7 @@ func TestSpoutRedeliverCounts(t *testing.T) {
 	}
 	// A task that took over a count of none does not go below it.
 	c := newSpout(0)
-	c.Start(true, 0, nil)
+	c.Start(true, false, 0, nil)
 	id := c.NextSpringID()
 	c.Restore([]uint64{id}, []PendingRoot{{ID: 4, Deadline: 100}})
 	c.Step(&messages.Failed{SpringIds: []uint64{id}}, 1, nil)
@@ -527,7 +528,7 @@ func TestSpoutPull(t *testing.T) {
 		{"full", 4, []answer{root}, 0, 0, false, false, false, 0, 4},
 	} {
 		s := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 2, BatchSize: 2, Deadline: 100, IdleWait: time.Millisecond, Draw: func() uint64 { return 0 }})
-		s.Start(false, 0, nil)
+		s.Start(false, false, 0, nil)
 		d := NewDirectory(1, 1, 0)
 		for range tc.inFlight {
 			s.Open(s.NextSpringID(), s.Took(PendingRoot{}, 0), 1, d, 0)
@@ -566,7 +567,7 @@ func TestSpoutIdleBackoff(t *testing.T) {
 			[]time.Duration{50 * us, 50 * us}},
 	} {
 		s := NewSpout(SpoutConfig{Task: 5, MaxPending: 64, MaxReplays: 2, BatchSize: 2, Deadline: 100, IdleWait: tc.idleWait, Draw: func() uint64 { return 0 }})
-		s.Start(false, 0, nil)
+		s.Start(false, false, 0, nil)
 		d := NewDirectory(1, 1, 0)
 		for i, answers := range tc.pulls {
 			_, wait, again := pullOnce(s, d, 0, i > 0, answers...) // the pull Again queued
@@ -587,7 +588,7 @@ func TestSpoutPullQueued(t *testing.T) {
 	if _, _, again := pullOnce(s, d, 0, false, root); again || s.Len() != 0 {
 		t.Fatal("pulled before start")
 	}
-	s.Start(false, 0, nil)
+	s.Start(false, false, 0, nil)
 	for i, tc := range []struct {
 		woken bool
 		again bool
@@ -607,5 +608,37 @@ func TestSpoutPullQueued(t *testing.T) {
 	}
 	if _, _, again := pullOnce(s, d, 0, false, root, eof); again || !s.Ended() {
 		t.Fatal("pulls again after the end")
+	}
+}
+
+// TestSpoutStartFromCheckpoint: a task started again from its checkpoint
+// (its member died) settles what it heard before the start, then fails the
+// roots still in flight, each replayed or dead-lettered as its attempts
+// say; a task resumed from a move's state fails none.
+func TestSpoutStartFromCheckpoint(t *testing.T) {
+	for _, checkpoint := range []bool{false, true} {
+		s := newSpout(1 << 30)
+		ids := []uint64{SpringID(5, 10), SpringID(5, 11), SpringID(5, 12)}
+		if _, err := s.Step(&messages.Completed{SpringIds: ids[:1]}, 50, nil); err != nil { // heard before the start
+			t.Fatal(err)
+		}
+		s.Restore(ids, []PendingRoot{{ID: 1, Deadline: 100}, {ID: 2, Deadline: 100}, {ID: 3, Deadline: 100, Attempt: 2}})
+		got, restarted := s.Start(false, checkpoint, 50, nil)
+		verdicts := map[uint64]Verdict{}
+		for _, v := range got {
+			verdicts[v.Root.ID] = v.Verdict
+		}
+		want := map[uint64]Verdict{1: Done}
+		wantRestarted, left := 0, 2
+		if checkpoint {
+			want[2], want[3] = Replay, DeadLetter
+			wantRestarted, left = 2, 0
+		}
+		if !maps.Equal(verdicts, want) || restarted != wantRestarted || s.Len() != left {
+			t.Errorf("checkpoint %v: verdicts %v, %d restarted, %d in flight", checkpoint, verdicts, restarted, s.Len())
+		}
+		if c := s.counts(); c.completed != 1 || c.failed != uint64(wantRestarted) {
+			t.Errorf("checkpoint %v: counts %+v", checkpoint, c)
+		}
 	}
 }
