@@ -642,3 +642,57 @@ func TestSpoutStartFromCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestSpoutFinishes: a task is finished only once its source ended and no
+// root is in flight: a root replayed after the end keeps it going until
+// that root settles.
+func TestSpoutFinishes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		end     bool
+		attempt int32
+		fail    bool
+		// finished after the root settles (but for a replay), and after
+		// its replay (if any) completes
+		settled, replayed bool
+	}{
+		{"not ended", false, 0, false, false, false},
+		{"completes after the end", true, 0, false, true, true},
+		{"replayed after the end", true, 0, true, false, true},
+		{"dead-lettered after the end", true, 2, true, true, true},
+		{"replayed, not ended", false, 0, true, false, false},
+	} {
+		s := newSpout(0)
+		s.Start(false, false, 0, nil)
+		d := NewDirectory(1, 1, 0)
+		id := s.NextSpringID()
+		s.Open(id, s.Took(PendingRoot{ID: 1, Attempt: tc.attempt}, 0), 1, d, 0)
+		if tc.end {
+			s.Exhausted()
+		}
+		if s.Finished() {
+			t.Fatalf("%s: finished with a root in flight", tc.name)
+		}
+		var m any = &messages.Completed{SpringIds: []uint64{id}}
+		if tc.fail {
+			m = &messages.Failed{SpringIds: []uint64{id}}
+		}
+		got, _ := s.Step(m, 1, nil)
+		replay := len(got) == 1 && got[0].Verdict == Replay
+		if !replay && s.Finished() != tc.settled { // (a replay is emitted again before the task asks)
+			t.Errorf("%s: finished %v once the root settled (%+v)", tc.name, s.Finished(), got)
+		}
+		if replay {
+			v, _ := s.Reread(got[0], Read, "")
+			id = s.NextSpringID()
+			s.Open(id, v.Root, 1, d, 1)
+			if s.Finished() {
+				t.Errorf("%s: finished with its replay in flight", tc.name)
+			}
+			s.Step(&messages.Completed{SpringIds: []uint64{id}}, 2, nil)
+		}
+		if s.Finished() != tc.replayed {
+			t.Errorf("%s: finished %v at the end", tc.name, s.Finished())
+		}
+	}
+}
