@@ -373,8 +373,12 @@ func TestSpoutCounts(t *testing.T) {
 	d := NewDirectory(1, 1, 0)
 	var ids []uint64
 	for i := range 3 {
-		r := s.Took(PendingRoot{ID: uint64(i), Time: int64(i)}, 7) // root 0 has no time of its own: 7
-		if want := int64(i); r.Time != want && (i != 0 || r.Time != 7) {
+		r := s.Took(PendingRoot{ID: uint64(i), Time: int64(i)}, 7)
+		want := int64(i)
+		if i == 0 { // no time of its own: the pull's
+			want = 7
+		}
+		if r.Time != want {
 			t.Fatalf("root %d emitted with time %d, want %d", i, r.Time, want)
 		}
 		ids = append(ids, s.NextSpringID())
@@ -580,10 +584,11 @@ func TestSpoutIdleBackoff(t *testing.T) {
 
 // TestSpoutPullQueued: one pull at a time is queued: another pull before
 // the queued one comes (a settle's) queues none, and the queued one,
-// when it comes, queues the next; none once the source ended, and none
-// while MaxPending roots are in flight until a settle frees room.
+// when it comes, queues the next; none while MaxPending roots are in
+// flight (a settle pulls once a batch is free), and none once the source
+// ended.
 func TestSpoutPullQueued(t *testing.T) {
-	s := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, MaxReplays: 2, BatchSize: 2, Deadline: 100, IdleWait: time.Millisecond, Draw: func() uint64 { return 0 }})
+	s := NewSpout(SpoutConfig{Task: 5, MaxPending: 8, MaxReplays: 2, BatchSize: 2, Deadline: 100, IdleWait: time.Millisecond, Draw: func() uint64 { return 0 }})
 	d := NewDirectory(1, 1, 0)
 	if _, _, again := pullOnce(s, d, 0, false, root); again || s.Len() != 0 {
 		t.Fatal("pulled before start")
@@ -592,22 +597,47 @@ func TestSpoutPullQueued(t *testing.T) {
 	for i, tc := range []struct {
 		woken bool
 		again bool
-	}{{false, true}, {false, false}, {false, false}, {true, false}} { // the second fills MaxPending: the woken one finds no room
+	}{{false, true}, {false, false}, {true, true}, {true, false}} { // the last fills MaxPending
 		if _, _, again := pullOnce(s, d, 0, tc.woken, root, root); again != tc.again {
 			t.Fatalf("pull %d (woken %v): again %v", i, tc.woken, again)
 		}
 	}
-	if s.Len() != 4 || s.WantsPull() {
+	if s.Len() != 8 || s.WantsPull() {
 		t.Fatalf("%d in flight, wants a pull %v", s.Len(), s.WantsPull())
 	}
 	var ids []uint64
 	s.Each(func(id uint64, _ PendingRoot) { ids = append(ids, id) })
-	s.Step(&messages.Completed{SpringIds: ids[:2]}, 1, nil)
+	s.Step(&messages.Completed{SpringIds: ids[:4]}, 1, nil)
 	if !s.WantsPull() {
 		t.Fatal("a batch free and no pull wanted")
 	}
-	if _, _, again := pullOnce(s, d, 0, false, root, eof); again || !s.Ended() {
+	if _, _, again := pullOnce(s, d, 0, false, root); !again { // a settle's pull, none queued
+		t.Fatal("no pull queued after a settle's")
+	}
+	if _, _, again := pullOnce(s, d, 0, true, root, eof); again || !s.Ended() {
 		t.Fatal("pulls again after the end")
+	}
+}
+
+// TestSpoutEndReopens: a root the broker redelivers after the source's
+// end comes back through it, so the source is read again; not after it
+// broke (or the run stops): it is read no more.
+func TestSpoutEndReopens(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		end    answer
+		reopen bool
+	}{{"exhausted", eof, true}, {"broken", broke, false}} {
+		s := newSpout(0)
+		s.Start(true, false, 0, nil)
+		d := NewDirectory(1, 1, 0)
+		pullOnce(s, d, 0, false, root, tc.end)
+		var ids []uint64
+		s.Each(func(id uint64, _ PendingRoot) { ids = append(ids, id) })
+		got, _ := s.Step(&messages.Failed{SpringIds: ids}, 1, nil)
+		if len(got) != 1 || got[0].Verdict != Redeliver || s.Ended() == tc.reopen || s.CanPull() != tc.reopen || s.Finished() == tc.reopen {
+			t.Errorf("%s: settled %+v; ended %v, can pull %v, finished %v", tc.name, got, s.Ended(), s.CanPull(), s.Finished())
+		}
 	}
 }
 
