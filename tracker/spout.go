@@ -50,7 +50,8 @@ type SpoutConfig struct {
 	// completes once emitted.
 	Untracked bool
 	// IdleWait is the longest wait before the source is asked again after
-	// it had no root ready.
+	// it had no root ready; at least MinIdleWait (0 would ask again at
+	// once, spinning).
 	IdleWait time.Duration
 }
 
@@ -92,9 +93,11 @@ var ErrTooEarly = errors.New("spout: too many notifications before start")
 // Spout is a spout task's tracking decisions, pure: which springId a root
 // gets, which acker hears of it and when, which roots are in flight and
 // until when, what becomes of a failed root (replayed, redelivered by its
-// broker, dead-lettered), when to read the source again and when the task
-// is finished. Its actor reads the source, emits the tuples and delivers
-// what Ready and the Settled lists say.
+// broker, dead-lettered), how much to read the source and when again, what
+// each answer of the source means, when the task is finished, and the
+// task's counts. Its actor reads the source and tells the core what it
+// answered (Took, NotReady, Exhausted, BadRecord, Broke, Reread), emits
+// the tuples and delivers what Ready, Again and the Settled lists say.
 type Spout struct {
 	cfg        SpoutConfig
 	seq        uint64
