@@ -169,23 +169,38 @@ func (p *probe) Receive(ctx actor.Context) {
 	}
 }
 
+// probes starts members of one in-memory cluster that host kind "probe"
+// (recording in first) and, with a job, carry it.
+type probes struct {
+	t     *testing.T
+	agent *test.InMemAgent
+	first sync.Map
+}
+
+func newProbes(t *testing.T) *probes { return &probes{t: t, agent: test.NewInMemAgent()} }
+
+func (p *probes) start(job string) *pcluster.Cluster {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	kinds := []*pcluster.Kind{pcluster.NewKind("probe", actor.PropsFromProducer(func() actor.Actor { return &probe{first: &p.first} }))}
+	if job != "" {
+		kinds = append(kinds, pcluster.NewKind(JobKind(job), actor.PropsFromFunc(func(actor.Context) {})))
+	}
+	c := pcluster.New(sys, pcluster.Configure("p", test.NewTestProvider(p.agent), &placement{job: job},
+		remote.Configure("127.0.0.1", 0), pcluster.WithKinds(kinds...)))
+	c.StartMember()
+	p.t.Cleanup(func() { c.Shutdown(false) })
+	return c
+}
+
 // TestPlacementMovedGrainHearsIncomingFirst: a grain activated to take
 // over a moved one hears grain.Incoming before anything else (before any
 // member has its PID), so that it can hold its input until the old
 // activation's state is in; a grain activated by a call does not.
 func TestPlacementMovedGrainHearsIncomingFirst(t *testing.T) {
-	agent := test.NewInMemAgent()
-	var first sync.Map
-	start := func() *pcluster.Cluster {
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return slog.New(slog.NewTextHandler(io.Discard, nil))
-		}))
-		c := pcluster.New(sys, pcluster.Configure("p", test.NewTestProvider(agent), Placement(),
-			remote.Configure("127.0.0.1", 0), pcluster.WithKinds(pcluster.NewKind("probe", actor.PropsFromProducer(func() actor.Actor { return &probe{first: &first} })))))
-		c.StartMember()
-		t.Cleanup(func() { c.Shutdown(false) })
-		return c
-	}
+	p := newProbes(t)
+	first, start := &p.first, func() *pcluster.Cluster { return p.start("") }
 	a, _ := start(), start()
 	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -259,18 +274,8 @@ func TestPlacementStandbyIsTheRunnerUp(t *testing.T) {
 // first there; a claim of a grain the other member does not hold
 // activates nothing and answers false, as does one with no other member.
 func TestPlacementClaim(t *testing.T) {
-	agent := test.NewInMemAgent()
-	var first sync.Map
-	start := func() *pcluster.Cluster {
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return slog.New(slog.NewTextHandler(io.Discard, nil))
-		}))
-		c := pcluster.New(sys, pcluster.Configure("p", test.NewTestProvider(agent), Placement(),
-			remote.Configure("127.0.0.1", 0), pcluster.WithKinds(pcluster.NewKind("probe", actor.PropsFromProducer(func() actor.Actor { return &probe{first: &first} })))))
-		c.StartMember()
-		t.Cleanup(func() { c.Shutdown(false) })
-		return c
-	}
+	p := newProbes(t)
+	first, start := &p.first, func() *pcluster.Cluster { return p.start("") }
 	a := start()
 	if moving, err := a.IdentityLookup.(grain.Claimer).Claim("probe", "g/0"); moving || err != nil {
 		t.Fatalf("a single member claimed: %v, %v", moving, err)
@@ -340,20 +345,8 @@ func TestPlacementClaim(t *testing.T) {
 // joins the cluster (it is refused only later) and is given none of the
 // grains of the members already there, not even by a move.
 func TestPlacementOtherJobGetsNoGrain(t *testing.T) {
-	agent := test.NewInMemAgent()
-	var first sync.Map
-	start := func(job string) *pcluster.Cluster {
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return slog.New(slog.NewTextHandler(io.Discard, nil))
-		}))
-		c := pcluster.New(sys, pcluster.Configure("p", test.NewTestProvider(agent), &placement{job: job},
-			remote.Configure("127.0.0.1", 0), pcluster.WithKinds(
-				pcluster.NewKind("probe", actor.PropsFromProducer(func() actor.Actor { return &probe{first: &first} })),
-				pcluster.NewKind(JobKind(job), actor.PropsFromFunc(func(actor.Context) {})))))
-		c.StartMember()
-		t.Cleanup(func() { c.Shutdown(false) })
-		return c
-	}
+	p := newProbes(t)
+	start := p.start
 	a, b := start("x"), start("x")
 	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 2 || b.MemberList.Members().Len() != 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
