@@ -471,7 +471,7 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	}
 	e := rt.env
 	start := time.Now()
-	rep := newReporter(e.topo.Tasks())
+	rep := newReporter(e.topo.Tasks(), e.log)
 	rt.start = start
 	rt.run.Store(rep)
 	root := c.ActorSystem.Root
@@ -666,6 +666,7 @@ const stopWait = 5 * time.Second
 
 // reporter collects TaskReports; it runs as a local actor, read by Run.
 type reporter struct {
+	log     logrus.FieldLogger
 	mu      sync.Mutex
 	tasks   map[uint32]*messages.TaskReport
 	states  map[uint32]*messages.SpoutState // of spout tasks: handed over as they moved, or their checkpoints
@@ -678,8 +679,8 @@ type reporter struct {
 	allDone chan struct{}
 }
 
-func newReporter(tasks int) *reporter {
-	return &reporter{tasks: map[uint32]*messages.TaskReport{}, errs: map[uint32]string{}, want: tasks,
+func newReporter(tasks int, log logrus.FieldLogger) *reporter {
+	return &reporter{log: log, tasks: map[uint32]*messages.TaskReport{}, errs: map[uint32]string{}, want: tasks,
 		allDone: make(chan struct{}), states: map[uint32]*messages.SpoutState{}, restart: map[uint32]bool{},
 		moved: make(chan struct{}, 1)}
 }
@@ -691,7 +692,7 @@ func (r *reporter) receive(ctx actor.Context) {
 	}
 	if m, ok := ctx.Message().(*messages.SpoutMoved); ok && m.State != nil {
 		r.mu.Lock()
-		r.states[m.Task] = m.State
+		r.keep(m.Task, m.State)
 		r.restart[m.Task] = true
 		r.mu.Unlock()
 		ctx.Respond(&messages.SpoutMoved{Task: m.Task}) // the state is safe here
@@ -712,7 +713,8 @@ func (r *reporter) receive(ctx actor.Context) {
 		return
 	}
 	if m.Checkpoint != nil { // newer than what the task handed over when it last moved
-		r.states[m.Task], m.Checkpoint = m.Checkpoint, nil
+		r.keep(m.Task, m.Checkpoint)
+		m.Checkpoint = nil
 	}
 	r.tasks[m.Task] = m
 	if _, seen := r.errs[m.Task]; m.Error != "" && !seen {
@@ -723,6 +725,17 @@ func (r *reporter) receive(ctx actor.Context) {
 			close(r.allDone)
 		}
 	}
+}
+
+// keep takes st as where task starts again, unless it is malformed: then
+// the one before stays (the task re-reads a little more), and the refusal
+// is logged. r.mu is held.
+func (r *reporter) keep(task uint32, st *messages.SpoutState) {
+	if err := checkSpoutState(st); err != nil {
+		r.log.WithError(err).Errorf("reporter: spout task %d's state; keeping the one before", task)
+		return
+	}
+	r.states[task] = st
 }
 
 // restarts takes the moved spout tasks waiting to be started again.

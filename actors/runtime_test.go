@@ -13,6 +13,8 @@ import (
 	"time"
 
 	acluster "github.com/acktor/acktor/cluster"
+	"github.com/acktor/acktor/messages"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/sirupsen/logrus"
@@ -848,5 +850,32 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(end) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// TestReporterKeepsAWholeSpoutState: a spout task's checkpoint or moved
+// state that is malformed is refused and logged; the one before stays, so
+// the task starts again from there (re-reading a little more) rather than
+// from its source's start.
+func TestReporterKeepsAWholeSpoutState(t *testing.T) {
+	whole := &messages.SpoutState{Position: 40, SpringIds: []uint64{1}, RootIds: []uint64{7}, Times: []int64{1},
+		Deadlines: []int64{2}, Attempts: []int32{0}, Checkpoint: true}
+	for _, tc := range []struct {
+		name string
+		bad  func(st *messages.SpoutState) any
+	}{
+		{"a checkpoint", func(st *messages.SpoutState) any { return &messages.TaskReport{Task: 3, Checkpoint: st} }},
+		{"a moved task's state", func(st *messages.SpoutState) any { return &messages.SpoutMoved{Task: 3, State: st} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReporter(4, quietLog())
+			r.receive(&standbyContext{msg: &messages.TaskReport{Task: 3, Checkpoint: proto.Clone(whole).(*messages.SpoutState)}})
+			bad := proto.Clone(whole).(*messages.SpoutState)
+			bad.Position, bad.SpringIds = 90, []uint64{1, 2}
+			r.receive(&standbyContext{msg: tc.bad(bad)})
+			if got := r.states[3]; got == nil || got.Position != 40 {
+				t.Fatalf("after a malformed state the reporter holds %v, want the whole one at position 40", got)
+			}
+		})
 	}
 }

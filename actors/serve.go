@@ -47,7 +47,7 @@ func (rt *Runtime) Serve(ctx context.Context, c *cluster.Cluster, leader func() 
 		return errors.New("serve: this runtime has run already; make a new one")
 	}
 	e := rt.env
-	rep := newReporter(e.topo.Tasks())
+	rep := newReporter(e.topo.Tasks(), e.log)
 	rt.start = time.Now()
 	rt.run.Store(rep)
 	root := c.ActorSystem.Root

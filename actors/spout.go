@@ -265,11 +265,11 @@ func (s *spoutTask) state() *messages.SpoutState {
 // restore resumes from the state of the task's earlier activation: its
 // source's position, sequence, pending roots and counters.
 func (s *spoutTask) restore(st *messages.SpoutState) {
-	n := len(st.SpringIds)
-	if len(st.RootIds) != n || len(st.Times) != n || len(st.Deadlines) != n || len(st.Attempts) != n {
-		s.env.log.Errorf("spout %s/%d: malformed state (%d springIds); starting afresh", s.info.Component, s.info.Index, n)
+	if err := checkSpoutState(st); err != nil {
+		s.env.log.WithError(err).Errorf("spout %s/%d: starting afresh", s.info.Component, s.info.Index)
 		return
 	}
+	n := len(st.SpringIds)
 	switch sk, ok := s.src.(source.Seeker); {
 	case st.Exhausted:
 		s.core.End(false)
@@ -290,6 +290,17 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 		s.core.Resume(r)
 		s.col.emitted = r.Emitted
 	}
+}
+
+// checkSpoutState says what is wrong with a spout task's state, if
+// anything: its columns of roots in flight must be as long as each other.
+func checkSpoutState(st *messages.SpoutState) error {
+	n := len(st.SpringIds)
+	if len(st.RootIds) != n || len(st.Times) != n || len(st.Deadlines) != n || len(st.Attempts) != n {
+		return fmt.Errorf("malformed spout state: %d springIds, %d root ids, %d times, %d deadlines, %d attempts",
+			n, len(st.RootIds), len(st.Times), len(st.Deadlines), len(st.Attempts))
+	}
+	return nil
 }
 
 // randomSeq starts a task's sequence at a random point, so that a restarted
