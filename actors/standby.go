@@ -402,11 +402,12 @@ type claimed struct {
 // counted as new).
 func (p *processorTask) claim() {
 	cl, ok := p.res.c.IdentityLookup.(grain.Claimer)
-	if _, counter := p.user.(counted); !ok || !counter {
-		return
+	id := p.env.topo.identity(p.task)
+	if _, counter := p.user.(counted); !ok || !counter || cl.Predecessor(KindCounter, id) == "" {
+		return // a cluster of one: no other member held it
 	}
 	p.await()
-	id, self, root := p.env.topo.identity(p.task), p.self, p.root
+	self, root := p.self, p.root
 	go func() {
 		moving, err := cl.Claim(KindCounter, id)
 		root.Send(self, &claimed{moving: moving, err: err})

@@ -238,13 +238,18 @@ func (r *rendezvous) ownerWithout(kind, identity, skip string) string {
 // Owner is where identity of kind lives (grain.Owners).
 func (p *placement) Owner(kind, identity string) string { return p.rdv.Load().owner(kind, identity) }
 
+// Predecessor implements grain.Claimer.
+func (p *placement) Predecessor(kind, identity string) string {
+	return p.rdv.Load().ownerWithout(kind, identity, p.c.ActorSystem.Address())
+}
+
 // claimWait bounds a claim's round trip: the grain's input waits for it.
 const claimWait = 2 * time.Second
 
 // Claim implements grain.Claimer: it asks the member that owns identity
 // when this one is left out, which held it before this one joined.
 func (p *placement) Claim(kind, identity string) (bool, error) {
-	prev := p.rdv.Load().ownerWithout(kind, identity, p.c.ActorSystem.Address())
+	prev := p.Predecessor(kind, identity)
 	if prev == "" {
 		return false, nil
 	}

@@ -277,7 +277,9 @@ func TestPlacementClaim(t *testing.T) {
 	p := newProbes(t)
 	first, start := &p.first, func() *pcluster.Cluster { return p.start("") }
 	a := start()
-	if moving, err := a.IdentityLookup.(grain.Claimer).Claim("probe", "g/0"); moving || err != nil {
+	if cl := a.IdentityLookup.(grain.Claimer); cl.Predecessor("probe", "g/0") != "" {
+		t.Fatalf("a single member has a predecessor: %q", cl.Predecessor("probe", "g/0"))
+	} else if moving, err := cl.Claim("probe", "g/0"); moving || err != nil {
 		t.Fatalf("a single member claimed: %v, %v", moving, err)
 	}
 	b := start()
@@ -301,6 +303,9 @@ func TestPlacementClaim(t *testing.T) {
 		t.Fatalf("b has no PID of %s cached after calling it", held)
 	}
 	claimer := b.IdentityLookup.(grain.Claimer)
+	if got := claimer.Predecessor("probe", held); got != a.ActorSystem.Address() {
+		t.Fatalf("b's predecessor for %s: %q, want a, %s", held, got, a.ActorSystem.Address())
+	}
 	if moving, err := claimer.Claim("probe", never); moving || err != nil {
 		t.Fatalf("claimed %s, which a does not hold: %v, %v", never, moving, err)
 	}

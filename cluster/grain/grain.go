@@ -46,10 +46,14 @@ const ClaimRequest = "claim"
 // than a move: a way to find out whether another member holds an
 // activation of it, and to take that over.
 type Claimer interface {
-	// Claim asks the member that would own identity of kind were this one
-	// not in the cluster to move its activation here; true when it holds
-	// one, which then moves (Incoming and its state follow); false when it
-	// holds none or there is no such member. It blocks for a round trip.
+	// Predecessor is the member that would own identity of kind were this
+	// one not in the cluster: the one to claim it from; "" when there is
+	// none (a cluster of one), and then nothing to wait for.
+	Predecessor(kind, identity string) string
+	// Claim asks the Predecessor to move its activation here; true when it
+	// holds one, which then moves (Incoming and its state follow); false
+	// when it holds none or there is no such member. It blocks for a
+	// round trip.
 	Claim(kind, identity string) (bool, error)
 }
 
