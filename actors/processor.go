@@ -42,7 +42,8 @@ type processorTask struct {
 	// against.
 	awaiting bool
 	held     []any
-	incoming bool // grain.Incoming came: the state follows
+	incoming bool   // grain.Incoming came: the state follows
+	waits    uint64 // awaits so far: a stateLate ends only the wait it was set for
 
 	// reuse is set when user keeps no tuple past Process (a Reuser, or the
 	// runtime's own Counter): its batches, once every tuple is done, and
@@ -84,7 +85,7 @@ func (p *processorTask) Receive(ctx actor.Context) {
 	case *claimed:
 		p.claimedBy(m)
 	case *stateLate:
-		if p.awaiting {
+		if p.awaiting && m.wait == p.waits {
 			p.env.log.Warnf("counter %s/%d: the moved task's state did not all come in %v; going on without the rest", p.info.Component, p.info.Index, MoveGrace)
 			p.release()
 		}
@@ -255,6 +256,10 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 		st.Drained = append(st.Drained, t)
 	}
 	p.root.Send(f.to, st)
+	for _, h := range p.held { // input held for a state that now goes on too
+		p.root.Send(f.to, h)
+	}
+	p.held, p.awaiting = nil, false
 	p.fwd = f
 	if m.Done != nil {
 		m.Done()
@@ -278,7 +283,7 @@ func (p *processorTask) adopt(m *messages.ProcessorState) {
 }
 
 // stateLate ends the wait for a moved counter's state.
-type stateLate struct{}
+type stateLate struct{ wait uint64 }
 
 // release handles, in order, the input held while the task awaited its
 // moved state.

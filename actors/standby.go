@@ -417,10 +417,12 @@ func (p *processorTask) claim() {
 // claimedBy goes on once a claim found no other activation: nothing will
 // come to wait for. When one moves here, its state ends the wait.
 func (p *processorTask) claimedBy(m *claimed) {
-	if m.err != nil {
-		p.env.log.WithError(m.err).Warnf("counter %s/%d: no answer from the member that held it before; going on", p.info.Component, p.info.Index)
-	}
-	if !m.moving && !p.incoming && p.awaiting {
+	switch {
+	case m.err != nil:
+		// The claim may still be acted on there: wait for the state, at
+		// most MoveGrace, rather than run beside the old activation.
+		p.env.log.WithError(m.err).Warnf("counter %s/%d: no answer from the member that held it before; waiting for its state at most %v", p.info.Component, p.info.Index, MoveGrace)
+	case !m.moving && !p.incoming && p.awaiting:
 		p.release()
 	}
 }
@@ -430,6 +432,7 @@ func (p *processorTask) claimedBy(m *claimed) {
 func (p *processorTask) await() {
 	if _, ok := p.user.(counted); ok && !p.awaiting {
 		p.awaiting = true
-		scheduler.NewTimerScheduler(p.root).SendOnce(MoveGrace, p.self, &stateLate{})
+		p.waits++
+		scheduler.NewTimerScheduler(p.root).SendOnce(MoveGrace, p.self, &stateLate{wait: p.waits})
 	}
 }

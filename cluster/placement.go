@@ -235,6 +235,16 @@ func (r *rendezvous) ownerWithout(kind, identity, skip string) string {
 	return owner
 }
 
+// has says whether the member at addr is among r's.
+func (r *rendezvous) has(addr string) bool {
+	for _, m := range r.members {
+		if m.addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
 // Owner is where identity of kind lives (grain.Owners).
 func (p *placement) Owner(kind, identity string) string { return p.rdv.Load().owner(kind, identity) }
 
@@ -356,8 +366,14 @@ func (a *placementActor) claimed(ctx actor.Context, key string, g placed, ok boo
 	if ctx.Sender() != nil {
 		claimer = ctx.Sender().Address
 	}
+	r := a.p.rdv.Load()
 	switch {
 	case !ok || claimer == "" || claimer == a.p.c.ActorSystem.Address() || (g.movedTo != "" && g.movedTo != claimer):
+		ctx.Respond(&pcluster.ActivationResponse{Failed: true})
+		return
+	case g.movedTo == "" && r.has(claimer) && r.owner(g.id.Kind, g.id.Identity) != claimer:
+		// This member knows the claimer and gives the grain to another: the
+		// claimer's view is behind, and the grain would only come back.
 		ctx.Respond(&pcluster.ActivationResponse{Failed: true})
 		return
 	case g.movedTo == "":

@@ -270,79 +270,96 @@ func TestPlacementStandbyIsTheRunnerUp(t *testing.T) {
 }
 
 // TestPlacementClaim: a member that claims a grain from the member that
-// held it before gets it moved over at once, and the grain hears Incoming
-// first there; a claim of a grain the other member does not hold
-// activates nothing and answers false, as does one with no other member.
+// held it before it joined gets it moved over (it may be moving already),
+// and the grain hears Incoming first there; every member's cache forgets
+// the old PID. A claim of a grain the other member does not hold activates
+// nothing and answers false, as does one the other member gives to a third
+// (here, keeps), and one with no other member.
 func TestPlacementClaim(t *testing.T) {
 	p := newProbes(t)
-	first, start := &p.first, func() *pcluster.Cluster { return p.start("") }
-	a := start()
-	if cl := a.IdentityLookup.(grain.Claimer); cl.Predecessor("probe", "g/0") != "" {
-		t.Fatalf("a single member has a predecessor: %q", cl.Predecessor("probe", "g/0"))
-	} else if moving, err := cl.Claim("probe", "g/0"); moving || err != nil {
+	a := p.start("")
+	cl := a.IdentityLookup.(grain.Claimer)
+	if got := cl.Predecessor("probe", "g/0"); got != "" {
+		t.Fatalf("a single member has a predecessor: %q", got)
+	}
+	if moving, err := cl.Claim("probe", "g/0"); moving || err != nil {
 		t.Fatalf("a single member claimed: %v, %v", moving, err)
 	}
-	b := start()
+	for n := range 40 { // on a, alone
+		if _, err := a.Request(fmt.Sprintf("g/%d", n), "probe", &pcluster.ClusterIdentity{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := p.start("")
 	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 2 || b.MemberList.Members().Len() != 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("members did not see each other")
 		}
 	}
-	var owned []string // identities a owns
-	for n := 0; len(owned) < 2; n++ {
-		if id := fmt.Sprintf("g/%d", n); Owner(a, "probe", id) == a.ActorSystem.Address() {
-			owned = append(owned, id)
+	var mine, theirs []string // held on a, owned by b; held and owned by a
+	for n := range 40 {
+		if id := fmt.Sprintf("g/%d", n); Owner(a, "probe", id) == b.ActorSystem.Address() {
+			mine = append(mine, id)
+		} else {
+			theirs = append(theirs, id)
 		}
 	}
-	held, never := owned[0], owned[1]
-	if _, err := b.Request(held, "probe", &pcluster.ClusterIdentity{}); err != nil {
-		t.Fatal(err)
+	never := ""
+	for n := 40; never == ""; n++ {
+		if id := fmt.Sprintf("g/%d", n); Owner(a, "probe", id) == b.ActorSystem.Address() {
+			never = id
+		}
 	}
-	old, ok := b.PidCache.Get(held, "probe")
-	if !ok {
-		t.Fatalf("b has no PID of %s cached after calling it", held)
+	if len(mine) == 0 || len(theirs) == 0 {
+		t.Fatalf("40 grains: %d go to b, %d stay on a", len(mine), len(theirs))
 	}
 	claimer := b.IdentityLookup.(grain.Claimer)
-	if got := claimer.Predecessor("probe", held); got != a.ActorSystem.Address() {
-		t.Fatalf("b's predecessor for %s: %q, want a, %s", held, got, a.ActorSystem.Address())
+	if got := claimer.Predecessor("probe", mine[0]); got != a.ActorSystem.Address() {
+		t.Fatalf("b's predecessor for %s: %q, want a, %s", mine[0], got, a.ActorSystem.Address())
 	}
-	if moving, err := claimer.Claim("probe", never); moving || err != nil {
-		t.Fatalf("claimed %s, which a does not hold: %v, %v", never, moving, err)
+	old, _ := a.PidCache.Get(mine[0], "probe")
+	for _, tc := range []struct {
+		id     string
+		moving bool
+	}{{mine[0], true}, {never, false}, {theirs[0], false}} {
+		if moving, err := claimer.Claim("probe", tc.id); moving != tc.moving || err != nil {
+			t.Fatalf("claimed %s: %v, %v; want %v", tc.id, moving, err, tc.moving)
+		}
 	}
-	if n := a.GetClusterKind("probe").Count(); n != 1 {
-		t.Fatalf("a has %d probes after a claim of one it did not hold, want 1", n)
-	}
-	if moving, err := claimer.Claim("probe", held); !moving || err != nil {
-		t.Fatalf("claimed %s, which a holds: %v, %v", held, moving, err)
+	if n := a.GetClusterKind("probe").Count(); n > 40 {
+		t.Fatalf("a has %d probes after claims, more than the 40 it was asked for", n)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var on []string
-		first.Range(func(k, v any) bool {
-			if strings.HasPrefix(k.(string), b.ActorSystem.Address()+"/") {
-				on = append(on, v.(string))
+		var v any // what the grain's activation on b heard first
+		ok := false
+		p.first.Range(func(k, val any) bool {
+			if strings.HasPrefix(k.(string), b.ActorSystem.Address()+"/") && strings.Contains(k.(string), "/"+mine[0]+"$") {
+				v, ok = val, true
 			}
-			return true
+			return !ok
 		})
-		if len(on) == 1 && on[0] == "*grain.Incoming" {
+		if ok && v == "*grain.Incoming" {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the claim, b's activations heard first %v, want one that heard *grain.Incoming", on)
+		if time.Now().After(deadline) || ok {
+			t.Fatalf("%s on b heard first %v, want *grain.Incoming", mine[0], v)
 		}
 	}
-	// Every member forgets the old PID, a forwarder now, and calls through
-	// the owner reach the moved activation.
+	// The old PID, a forwarder now, leaves the caches, and calls reach
+	// the grain on b; the one b could not claim stays on a.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if pid, ok := b.PidCache.Get(held, "probe"); !ok || !pid.Equal(old) {
+		if pid, ok := a.PidCache.Get(mine[0], "probe"); old == nil || !ok || !pid.Equal(old) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("b still has the moved grain's old PID %v cached", old)
+			t.Fatalf("a still has the moved grain's old PID %v cached", old)
 		}
 	}
-	res, err := a.Request(held, "probe", &pcluster.ClusterIdentity{})
-	if err != nil || res.(*pcluster.ClusterIdentity).Identity != b.ActorSystem.Address() {
-		t.Fatalf("%s answered from %v (%v), want %s", held, res, err, b.ActorSystem.Address())
+	for id, want := range map[string]string{mine[0]: b.ActorSystem.Address(), theirs[0]: a.ActorSystem.Address()} {
+		res, err := b.Request(id, "probe", &pcluster.ClusterIdentity{})
+		if err != nil || res.(*pcluster.ClusterIdentity).Identity != want {
+			t.Fatalf("%s answered from %v (%v), want %s", id, res, err, want)
+		}
 	}
 }
 

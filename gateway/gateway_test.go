@@ -744,3 +744,23 @@ func TestRateWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestCounterTopicsDiffer: streams of queries that differ in any field,
+// or in their interval, get topics of their own (a shared topic would
+// give one client the other's answers).
+func TestCounterTopicsDiffer(t *testing.T) {
+	seen := map[string]string{}
+	for _, url := range []string{"key=a", "key=a&all=true", "all=true", "top=3", "top=3&by=sum", "key=a&seen=x", "key=a&key=b", "top=4"} {
+		q, _, err := counterQuery(httptest.NewRequest("GET", "/api/stream/counters/words?"+url, nil))
+		if err != nil {
+			t.Fatalf("%s: %v", url, err)
+		}
+		for _, every := range []time.Duration{time.Second, 2 * time.Second} {
+			key := counterTopic("words", q, every)
+			if other, ok := seen[key]; ok {
+				t.Fatalf("?%s every %v shares topic %q with %s", url, every, key, other)
+			}
+			seen[key] = fmt.Sprintf("?%s every %v", url, every)
+		}
+	}
+}

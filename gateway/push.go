@@ -104,8 +104,7 @@ func (s *Server) streamCounters(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("stream %s: no counter component of that name", name))
 		return
 	}
-	key := fmt.Sprintf("counters/%s?%q/%d/%v/%q/%v", name, q.Keys, q.Top, q.BySum, q.Seen, every)
-	s.stream(w, r, key, every, func(ctx context.Context) ([]byte, error) {
+	s.stream(w, r, counterTopic(name, q, every), every, func(ctx context.Context) ([]byte, error) {
 		a, err := s.query(ctx, name, q)
 		if err != nil {
 			return nil, err
@@ -321,6 +320,13 @@ func sseHeaders(h http.Header) {
 func errorJSON(msg string) []byte {
 	b, _ := json.Marshal(map[string]string{"error": msg})
 	return b
+}
+
+// counterTopic names a counter stream's topic: clients asking the same
+// query at the same interval share one poller, so every field of the query
+// is in it.
+func counterTopic(name string, q *messages.CounterQuery, every time.Duration) string {
+	return fmt.Sprintf("counters/%s?%q/%d/%v/%v/%q/%v", name, q.Keys, q.Top, q.All, q.BySum, q.Seen, every)
 }
 
 // counterQuery reads a counter query from the URL: ?key=K (repeated),

@@ -264,7 +264,7 @@ func fieldTypes(n *yaml.Node, t reflect.Type, at string) error {
 			}
 			f, ok := yamlField(t, key)
 			switch {
-			case !ok && keepsOthers(t): // the job's: the topology's own keys
+			case !ok && (keepsOthers(t) || key == "<<"): // the job's: the topology's own keys; a YAML merge, which the strict decode reads
 				continue
 			case !ok:
 				return fmt.Errorf("line %d: %s: no such key", n.Content[i].Line, path)

@@ -184,13 +184,19 @@ func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		name, text, err string
+		ok              func(Config) bool // with no error
 	}{
-		{"a topology's key", "job:\n  input: in.txt\n  letters: 2\n", ""},
-		{"unknown key", "tracker:\n  ackerz: 2\njob:\n  input: in.txt\n", "line 2: tracker.ackerz: no such key"},
-		{"unknown key in a source", "job:\n  source: jetstream\n  jetstream:\n    url: nats://x\n    brokers: [a]\n", "line 5: job.jetstream.brokers: no such key"},
-		{"unknown key in a list", "cluster:\n  automanaged:\n    peerz: [a]\njob:\n  input: in.txt\n", "line 3: cluster.automanaged.peerz: no such key"},
-		{"no input", "job:\n  topology: x\n", "job.input: empty"},
-		{"a duration", "tracker:\n  timeout: soon\njob:\n  input: in.txt\n", `line 2: tracker.timeout: "soon" is not a duration`},
+		{"a topology's key", "job:\n  input: in.txt\n  letters: 2\n", "", func(c Config) bool {
+			return c.Job.Options["letters"].Value == "2" && c.Tracker.Timeout == 30*time.Second
+		}},
+		{"unknown key", "tracker:\n  ackerz: 2\njob:\n  input: in.txt\n", "line 2: tracker.ackerz: no such key", nil},
+		{"unknown key in a source", "job:\n  source: jetstream\n  jetstream:\n    url: nats://x\n    brokers: [a]\n", "line 5: job.jetstream.brokers: no such key", nil},
+		{"a YAML merge", "tracker: &t\n  ackers: 2\ngateway:\n  <<: {address: \"127.0.0.1:7070\"}\njob:\n  input: in.txt\n", "", func(c Config) bool {
+			return c.Gateway.Address == "127.0.0.1:7070"
+		}},
+		{"unknown key in a list", "cluster:\n  automanaged:\n    peerz: [a]\njob:\n  input: in.txt\n", "line 3: cluster.automanaged.peerz: no such key", nil},
+		{"no input", "job:\n  topology: x\n", "job.input: empty", nil},
+		{"a duration", "tracker:\n  timeout: soon\njob:\n  input: in.txt\n", `line 2: tracker.timeout: "soon" is not a duration`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
@@ -199,7 +205,7 @@ func TestLoad(t *testing.T) {
 			}
 			cfg, err := Load(path)
 			if tc.err == "" {
-				if err != nil || cfg.Job.Options["letters"].Value != "2" || cfg.Tracker.Timeout != 30*time.Second {
+				if err != nil || !tc.ok(cfg) {
 					t.Fatalf("Load: %v, %+v", err, cfg.Job)
 				}
 				return

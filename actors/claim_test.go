@@ -1,0 +1,149 @@
+package actors
+
+import (
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/acktor/acktor/cluster/grain"
+	"github.com/acktor/acktor/messages"
+)
+
+// taskContext is what a processor task's Receive uses of its context.
+type taskContext struct {
+	actor.Context
+	sys  *actor.ActorSystem
+	self *actor.PID
+	msg  any
+}
+
+func (c *taskContext) Message() any                    { return c.msg }
+func (c *taskContext) Sender() *actor.PID              { return nil }
+func (c *taskContext) Self() *actor.PID                { return c.self }
+func (c *taskContext) ActorSystem() *actor.ActorSystem { return c.sys }
+func (c *taskContext) Respond(any)                     {}
+
+// counterTask is a counter task's actor outside a cluster, and a context
+// to hand it messages with.
+func counterTask(t *testing.T) (*processorTask, *taskContext) {
+	t.Helper()
+	opts := CounterOptions{Value: -1, ExactlyOnce: true}
+	var b Builder
+	b.Spout("s", 1, nopSource)
+	b.Counter("zones", 1, opts, nil).Fields("s", 0)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := topo.tasks[len(topo.tasks)-1].FirstTask
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	e := newEnv(topo, DefaultConfig(), quietLog())
+	k, _ := NewCounter(opts)
+	p := &processorTask{env: e, task: task, info: topo.taskInfo(task), user: k, root: sys.Root,
+		self: sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})), drained: map[uint32]bool{}, decided: true}
+	p.col = newCollector(e, task, p.sendTuples, p.sendAcks, p.sendFails)
+	p.rep = &replica{none: true, epoch: e.epoch.Load()} // no member to hold a standby
+	return p, &taskContext{sys: sys, self: p.self}
+}
+
+func (c *taskContext) give(p *processorTask, msgs ...any) {
+	for _, m := range msgs {
+		c.msg = m
+		p.Receive(c)
+	}
+}
+
+// TestMoveHandsOnHeldInput: a counter task that moves while it holds input
+// (waiting for an earlier activation's state) hands that input on to its
+// new activation, after its state; none is lost.
+func TestMoveHandsOnHeldInput(t *testing.T) {
+	p, ctx := counterTask(t)
+	var mu sync.Mutex
+	var got []string
+	to := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch c.Message().(type) {
+		case *messages.CounterState:
+			if c.Sender() != nil {
+				c.Respond(&messages.CounterState{})
+			}
+		case *messages.TupleBatch:
+			mu.Lock()
+			got = append(got, "batch")
+			mu.Unlock()
+		case *messages.Drain:
+			mu.Lock()
+			got = append(got, "drain")
+			mu.Unlock()
+		case *messages.ProcessorState:
+			mu.Lock()
+			got = append(got, "state")
+			mu.Unlock()
+		}
+	}))
+	ctx.give(p, &grain.Incoming{}, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}), &messages.Drain{FromTask: 0},
+		&grain.Moved{Activate: func() (*actor.PID, error) { return to, nil }})
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"state", "batch", "drain"}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("the new activation heard %v, want %v", got, want)
+	}
+	if p.awaiting || len(p.held) != 0 {
+		t.Fatalf("the moved task still waits (%v) with %d held", p.awaiting, len(p.held))
+	}
+}
+
+// TestStateLateEndsOnlyItsWait: the timer of a wait that is over does not
+// end a later wait; the later wait's own timer does.
+func TestStateLateEndsOnlyItsWait(t *testing.T) {
+	p, ctx := counterTask(t)
+	ctx.give(p, &grain.Incoming{}, &messages.CounterState{Last: true}) // a first wait, over
+	ctx.give(p, &grain.Incoming{}, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}))
+	ctx.give(p, &stateLate{wait: 1})
+	if !p.awaiting || len(p.held) != 1 {
+		t.Fatalf("the first wait's timer ended the second: waiting %v, %d held", p.awaiting, len(p.held))
+	}
+	ctx.give(p, &stateLate{wait: 2})
+	if p.awaiting || len(p.held) != 0 {
+		t.Fatalf("the second wait's timer did not end it: waiting %v, %d held", p.awaiting, len(p.held))
+	}
+}
+
+// TestClaimAnswers: a claim answered "none" ends the wait; one answered
+// "moving", or not answered at all (the claim may still be acted on), waits
+// on for the state.
+func TestClaimAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		m     *claimed
+		waits bool
+	}{
+		{"none", &claimed{}, false},
+		{"moving", &claimed{moving: true}, true},
+		{"no answer", &claimed{err: errTestTimeout}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ctx := counterTask(t)
+			p.await()
+			ctx.give(p, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}), tc.m)
+			if p.awaiting != tc.waits || (len(p.held) == 1) != tc.waits {
+				t.Fatalf("waiting %v with %d held, want waiting %v", p.awaiting, len(p.held), tc.waits)
+			}
+		})
+	}
+}
+
+var errTestTimeout = actor.ErrTimeout
