@@ -257,7 +257,8 @@ func (p *placement) Predecessor(kind, identity string) string {
 const claimWait = 2 * time.Second
 
 // Claim implements grain.Claimer: it asks the member that owns identity
-// when this one is left out, which held it before this one joined.
+// when this one is left out, which held it before this one joined. A
+// member that does not answer and has left the cluster since holds none.
 func (p *placement) Claim(kind, identity string) (bool, error) {
 	prev := p.Predecessor(kind, identity)
 	if prev == "" {
@@ -265,7 +266,10 @@ func (p *placement) Claim(kind, identity string) (bool, error) {
 	}
 	res, err := p.c.ActorSystem.Root.RequestFuture(actor.NewPID(prev, placementActorName),
 		&pcluster.ActivationRequest{ClusterIdentity: pcluster.NewClusterIdentity(identity, kind), RequestId: grain.ClaimRequest}, claimWait).Result()
-	if err != nil {
+	switch {
+	case err != nil && !p.rdv.Load().has(prev): // it left meanwhile (died): it holds nothing now
+		return false, nil
+	case err != nil:
 		return false, fmt.Errorf("claiming %s from %s: %w", identity, prev, err)
 	}
 	r, ok := res.(*pcluster.ActivationResponse)
