@@ -27,19 +27,26 @@ func (c *taskContext) Self() *actor.PID                { return c.self }
 func (c *taskContext) ActorSystem() *actor.ActorSystem { return c.sys }
 func (c *taskContext) Respond(any)                     {}
 
+// oneCounter is a topology of a spout and one counter task with options o,
+// and the counter's task.
+func oneCounter(t *testing.T, o CounterOptions) (*Topology, uint32) {
+	t.Helper()
+	var b Builder
+	b.Spout("s", 1, nopSource)
+	b.Counter("zones", 1, o, nil).Fields("s", 0)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo, topo.tasks[len(topo.tasks)-1].FirstTask
+}
+
 // counterTask is a counter task's actor outside a cluster, and a context
 // to hand it messages with.
 func counterTask(t *testing.T) (*processorTask, *taskContext) {
 	t.Helper()
 	opts := CounterOptions{Value: -1, ExactlyOnce: true}
-	var b Builder
-	b.Spout("s", 1, nopSource)
-	b.Counter("zones", 1, opts, nil).Fields("s", 0)
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	task := topo.tasks[len(topo.tasks)-1].FirstTask
+	topo, task := oneCounter(t, opts)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))

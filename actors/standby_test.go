@@ -36,14 +36,7 @@ func (c *standbyContext) Respond(m any)      { c.answers = append(c.answers, m) 
 // syncs it again; it never applies a batch on top of half a state.
 func TestStandbyRefusesCorruptState(t *testing.T) {
 	opts := CounterOptions{Value: -1, ExactlyOnce: true, Repeats: &RepeatOptions{Field: 1}}
-	var b Builder
-	b.Spout("s", 1, nopSource)
-	b.Counter("zones", 1, opts, nil).Fields("s", 0)
-	topo, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	task := topo.tasks[len(topo.tasks)-1].FirstTask
+	topo, task := oneCounter(t, opts)
 	s := &standbyTask{env: newEnv(topo, DefaultConfig(), quietLog()), task: task, info: topo.taskInfo(task), key: topo.identity(task)}
 	s.reset()
 	primary, _ := NewCounter(opts)
