@@ -364,7 +364,8 @@ func (a *placementActor) activate(ctx actor.Context, m *pcluster.ActivationReque
 
 // claimed answers a claim from a member that activated the grain at key
 // before this one learned it joined: the activation here (g, if ok) moves
-// there at once, so that only one takes input; Failed when none is here.
+// there at once, so that only one takes input; Failed when none is here,
+// or when it goes to another member.
 func (a *placementActor) claimed(ctx actor.Context, key string, g placed, ok bool) {
 	claimer := ""
 	if ctx.Sender() != nil {
