@@ -667,6 +667,15 @@ func TestSimFS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// writeSynced makes the file name hold data, fsynced (its directory not).
+	writeSynced := func(s *simFS, name, data string) {
+		t.Helper()
+		f, err := s.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		must(err)
+		_, err = f.WriteAt([]byte(data), 0)
+		must(err)
+		must(f.Sync())
+	}
 	for _, tc := range []struct {
 		name string
 		// do prepares /d (created and fsynced) and leaves it as the power
@@ -710,13 +719,7 @@ func TestSimFS(t *testing.T) {
 		},
 		{
 			name: "creation not fsynced in its directory",
-			do: func(s *simFS) {
-				f, err := s.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
-				must(err)
-				_, err = f.WriteAt([]byte("data"), 0)
-				must(err)
-				must(f.Sync())
-			},
+			do:   func(s *simFS) { writeSynced(s, "/d/f", "data") },
 			outcome: func(s *simFS) string {
 				b, err := s.ReadFile("/d/f")
 				if errors.Is(err, fs.ErrNotExist) {
@@ -732,11 +735,7 @@ func TestSimFS(t *testing.T) {
 			name: "rename not fsynced in its directory",
 			do: func(s *simFS) {
 				for _, name := range []string{"/d/f", "/d/f.tmp"} {
-					f, err := s.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-					must(err)
-					_, err = f.WriteAt([]byte(path.Base(name)), 0)
-					must(err)
-					must(f.Sync())
+					writeSynced(s, name, path.Base(name))
 				}
 				must(s.SyncDir("/d"))
 				must(s.Rename("/d/f.tmp", "/d/f"))
@@ -754,11 +753,7 @@ func TestSimFS(t *testing.T) {
 		{
 			name: "everything fsynced",
 			do: func(s *simFS) {
-				f, err := s.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
-				must(err)
-				_, err = f.WriteAt([]byte("data"), 0)
-				must(err)
-				must(f.Sync())
+				writeSynced(s, "/d/f", "data")
 				must(s.Mkdir("/d/sub", 0o755))
 				must(s.SyncDir("/d"))
 			},
