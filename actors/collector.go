@@ -110,6 +110,12 @@ type Collector struct {
 	// rejectOut sends a Rejected to a spout task; nil in a spout's own
 	// Collector, which rejects nothing.
 	rejectOut func(task uint32, m *messages.Rejected)
+	// local says whether a task runs on this member (nil: all do); locals
+	// caches, per LocalOrShuffle output, its tasks that do, as of the
+	// member's topology epoch localAt.
+	local   func(target uint32) bool
+	locals  [][]uint32
+	localAt uint64
 
 	emitted, acked, failed uint64
 }
@@ -225,11 +231,39 @@ func (c *Collector) checkFields(values []string) error {
 
 // route picks the target task of output i.
 func (c *Collector) route(i int, o output, values []string) uint32 {
-	if o.kind == Fields {
+	switch o.kind {
+	case Fields:
 		return o.to.FirstTask + fnv32(values[o.field])%uint32(o.to.Parallel)
+	case LocalOrShuffle:
+		if l := c.localTasks(i, o); len(l) > 0 {
+			c.rr[i]++
+			return l[c.rr[i]%len(l)]
+		}
 	}
 	c.rr[i]++
 	return o.to.FirstTask + uint32(c.rr[i]%o.to.Parallel)
+}
+
+// localTasks returns output i's tasks on this member, found again after
+// every change of the cluster's members (tasks move then). Nil means
+// every task is local.
+func (c *Collector) localTasks(i int, o output) []uint32 {
+	if c.local == nil {
+		return nil
+	}
+	if n := c.env.epoch.Load(); c.locals == nil || n != c.localAt {
+		c.locals, c.localAt = make([][]uint32, len(c.outs)), n
+	}
+	if c.locals[i] == nil {
+		l := make([]uint32, 0, o.to.Parallel)
+		for t := o.to.FirstTask; t < o.to.FirstTask+uint32(o.to.Parallel); t++ {
+			if c.local(t) {
+				l = append(l, t)
+			}
+		}
+		c.locals[i] = l
+	}
+	return c.locals[i]
 }
 
 func fnv32(s string) uint32 {

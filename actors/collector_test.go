@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -335,5 +336,59 @@ func TestAckBatchRouting(t *testing.T) {
 	p.flush()
 	if len(w.acks) != 2 || len(w.acks[1].SpringIds) != 2 || w.acks[1].Routing != 0 {
 		t.Fatalf("batch routed by two sets %+v, want routing 0", w.acks[1])
+	}
+}
+
+// TestLocalOrShuffle: a local-or-shuffle output spreads over the
+// subscriber's tasks on the emitter's member, over all of them when none is
+// there or the collector cannot tell, and looks again after the member's
+// topology changes.
+func TestLocalOrShuffle(t *testing.T) {
+	var b Builder
+	b.Spout("s", 1, nopSource)
+	b.Processor("p", 4, nopProc).LocalOrShuffle("s") // tasks 1..4
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Ackers, cfg.BatchSize = 1, 1
+	cases := []struct {
+		name  string
+		local func(uint32) bool // nil: the collector cannot tell
+		after func(uint32) bool // the locals once the topology changed
+		want  []uint32          // targets of 8 roots, 4 before the change
+	}{
+		{"none can tell", nil, nil, []uint32{2, 3, 4, 1, 2, 3, 4, 1}},
+		{"two local", func(t uint32) bool { return t == 2 || t == 4 }, nil, []uint32{4, 2, 4, 2, 4, 2, 4, 2}},
+		{"none local", func(uint32) bool { return false }, nil, []uint32{2, 3, 4, 1, 2, 3, 4, 1}},
+		{"moved", func(t uint32) bool { return t == 3 }, func(t uint32) bool { return t == 1 }, []uint32{3, 3, 3, 3, 1, 1, 1, 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(topo, cfg, quietLog())
+			var got []uint32
+			c := newCollector(e, 0, func(to uint32, _ *messages.TupleBatch) { got = append(got, to) }, nil, nil)
+			c.local = tc.local
+			asked := 0
+			if tc.local != nil {
+				c.local = func(t uint32) bool { asked++; return tc.local(t) }
+			}
+			for i := range 8 {
+				if i == 4 && tc.after != nil {
+					c.local = tc.after
+					e.epoch.Add(1) // the member's topology changed
+				}
+				if _, err := c.emitRoot(uint64(100+i), uint64(i), 0, "line"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("targets %v, want %v", got, tc.want)
+			}
+			if tc.local != nil && asked != 4 { // once per task, not per tuple
+				t.Fatalf("asked %d times where tasks run, want 4", asked)
+			}
+		})
 	}
 }

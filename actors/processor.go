@@ -181,6 +181,7 @@ func (p *processorTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	p.drained = map[uint32]bool{}
 	p.col = newCollector(p.env, task, p.sendTuples, p.sendAcks, p.sendFails)
 	p.col.rejectOut = p.sendReject
+	p.col.local = func(t uint32) bool { return p.res.local(p.env, t) }
 	user, err := p.env.topo.tasks[task].make(p.info)
 	if err != nil {
 		p.st.Error = fmt.Sprintf("processor %s/%d: %v", p.info.Component, p.info.Index, err)

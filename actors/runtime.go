@@ -903,6 +903,13 @@ func (r *resolver) get(kind, identity string) *actor.PID {
 	return p
 }
 
+// local says whether task target of e's topology runs on this member;
+// asking activates it where the placement puts it.
+func (r *resolver) local(e *env, target uint32) bool {
+	p := r.get(e.topo.kindOf(target), e.topo.identity(target))
+	return p != nil && p.Address == r.c.ActorSystem.Address()
+}
+
 // Query asks every task of counter component name and merges the answers:
 // the window values of q.Keys, the q.Top entries, or all of them. It can be
 // called while the topology runs, from any member.

@@ -149,6 +149,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 		BatchSize: s.env.cfg.BatchSize, MaxEarly: maxEarly, Deadline: int64(s.env.cfg.spoutDeadline()),
 		Draw: randomSeq, Track: s.env.recycle.track, Untracked: !s.env.tracking(), IdleWait: s.env.cfg.idleWait()})
 	s.col = newCollector(s.env, task, s.sendTuples, nil, nil)
+	s.col.local = func(t uint32) bool { return s.res.local(s.env, t) }
 	c, self, root := m.Cluster, ctx.Self(), ctx.ActorSystem().Root
 	deaths, ok := c.IdentityLookup.(grain.Deaths)
 	if !ok {

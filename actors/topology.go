@@ -58,6 +58,11 @@ const (
 	Shuffle GroupingKind = iota
 	// Fields sends equal values of one field to the same task.
 	Fields
+	// LocalOrShuffle spreads tuples evenly over the subscriber's tasks on
+	// the emitting task's member, or over all of them when none is there
+	// (Storm's localOrShuffleGrouping). On one member it is Shuffle; in a
+	// cluster it keeps the tuples off the wire.
+	LocalOrShuffle
 )
 
 // Grouping is one subscription of a processor to an upstream component.
@@ -163,6 +168,13 @@ func (b *Builder) check(name string, parallelism int) {
 // Shuffle subscribes to from with shuffle grouping.
 func (d *ProcessorDeclarer) Shuffle(from string) *ProcessorDeclarer {
 	d.b.procs[d.i].inputs = append(d.b.procs[d.i].inputs, Grouping{From: from, Kind: Shuffle})
+	return d
+}
+
+// LocalOrShuffle subscribes to from with local-or-shuffle grouping: a
+// tuple goes to a task on its emitter's member when there is one.
+func (d *ProcessorDeclarer) LocalOrShuffle(from string) *ProcessorDeclarer {
+	d.b.procs[d.i].inputs = append(d.b.procs[d.i].inputs, Grouping{From: from, Kind: LocalOrShuffle})
 	return d
 }
 

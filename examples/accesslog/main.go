@@ -62,7 +62,7 @@ func topology() member.Topology {
 		}
 		var b actors.Builder
 		b.Spout("lines", j.Spouts, j.Source)
-		b.Processor("parse", s.Parsers, func(actors.TaskInfo) (actors.Processor, error) { return parse{}, nil }).Shuffle("lines")
+		b.Processor("parse", s.Parsers, func(actors.TaskInfo) (actors.Processor, error) { return parse{}, nil }).LocalOrShuffle("lines")
 		b.Counter("status", s.Counters, actors.CounterOptions{Key: 0, Value: 1, Window: j.Window, ExactlyOnce: j.ExactlyOnce}, nil).Fields("parse", 0)
 		return b.Build()
 	}, Results: results, Generate: generate}

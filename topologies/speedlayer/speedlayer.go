@@ -52,7 +52,7 @@ func Build(src source.Factory, o Options) (*actors.Topology, error) {
 	}
 	var b actors.Builder
 	b.Spout("orders", o.Spouts, src)
-	b.Processor("parse", o.Parsers, func(actors.TaskInfo) (actors.Processor, error) { return Parse{}, nil }).Shuffle("orders")
+	b.Processor("parse", o.Parsers, func(actors.TaskInfo) (actors.Processor, error) { return Parse{}, nil }).LocalOrShuffle("orders")
 	b.Counter(ZonesComponent, o.Counters, actors.CounterOptions{Window: o.Window, Key: 0, Value: 2, ExactlyOnce: o.ExactlyOnce,
 		Distinct: &actors.DistinctOptions{Field: 1}, Repeats: &actors.RepeatOptions{Field: 1, Expected: 5000}}, nil).
 		Fields("parse", 0)

@@ -87,7 +87,7 @@ func Build(src source.Factory, o Options) (*actors.Topology, error) {
 	b.Spout("lines", o.Spouts, src)
 	b.Processor("split", o.Splitters, func(ti actors.TaskInfo) (actors.Processor, error) {
 		return &Split{chaos: newChaos(o, ti)}, nil
-	}).Shuffle("lines")
+	}).LocalOrShuffle("lines")
 	counter := actors.CounterOptions{Window: o.Window, Key: 0, Value: -1, ExactlyOnce: o.ExactlyOnce}
 	b.Counter(CountComponent, o.Counters, counter, func(ti actors.TaskInfo, k *actors.Counter) actors.Processor {
 		return &Count{chaos: newChaos(o, ti), Counter: k}
