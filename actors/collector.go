@@ -474,6 +474,9 @@ func (c *Collector) flushFails() {
 // decode turns a batch into tuples that point into it, in buf's array if
 // it has room.
 func decode(b *messages.TupleBatch, buf []Tuple) ([]Tuple, error) {
+	if err := unframe(b); err != nil {
+		return nil, err
+	}
 	ts := buf[:0]
 	if n := len(b.AnchorCounts); cap(ts) >= n {
 		ts = ts[:n]

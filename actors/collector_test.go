@@ -83,7 +83,7 @@ type wiring struct {
 	fails  []*messages.FailRoot
 }
 
-func newWiring(t *testing.T, ackers int) *wiring {
+func newWiring(t testing.TB, ackers int) *wiring {
 	var b Builder
 	b.Spout("s", 1, nopSource)
 	b.Processor("p", 1, nopProc).Shuffle("s")

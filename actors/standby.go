@@ -322,6 +322,9 @@ func (p *processorTask) replicate(rep *replica, m *messages.TupleBatch) {
 	rep.held = append(rep.held, heldAcks{seq: rep.seq, acks: rep.current})
 	rep.current = nil
 	if rep.synced {
+		if rep.pid.Address != p.self.Address { // framed as a copy: tuples of the task may still point into m
+			m = framed(m)
+		}
 		p.root.RequestWithCustomSender(rep.pid, &messages.StandbyBatch{Seq: rep.seq, Batch: m}, p.self)
 	}
 }

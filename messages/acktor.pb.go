@@ -511,8 +511,14 @@ type TupleBatch struct {
 	// replay of the root (derived from the source's id of the root and the
 	// emit path; 0 for an unanchored tuple) and the root's time in unix
 	// nanoseconds (the source's event time, or when the spout first read it).
-	ContentIds    []uint64 `protobuf:"fixed64,7,rep,packed,name=content_ids,json=contentIds,proto3" json:"content_ids,omitempty"`
-	Times         []int64  `protobuf:"varint,8,rep,packed,name=times,proto3" json:"times,omitempty"`
+	ContentIds []uint64 `protobuf:"fixed64,7,rep,packed,name=content_ids,json=contentIds,proto3" json:"content_ids,omitempty"`
+	Times      []int64  `protobuf:"varint,8,rep,packed,name=times,proto3" json:"times,omitempty"`
+	// The batch as it crosses the wire, instead of fields 2 to 8: their
+	// columns as little-endian arrays, then the values' bytes end to end
+	// (actors/wire.go has the layout). Decoding it is a copy per column;
+	// the fields cost a varint loop per column and, for values, a UTF-8 check
+	// and an allocation per string.
+	Frame         []byte `protobuf:"bytes,9,opt,name=frame,proto3" json:"frame,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -599,6 +605,13 @@ func (x *TupleBatch) GetContentIds() []uint64 {
 func (x *TupleBatch) GetTimes() []int64 {
 	if x != nil {
 		return x.Times
+	}
+	return nil
+}
+
+func (x *TupleBatch) GetFrame() []byte {
+	if x != nil {
+		return x.Frame
 	}
 	return nil
 }
@@ -2417,7 +2430,7 @@ const file_acktor_proto_rawDesc = "" +
 	"spring_ids\x18\x01 \x03(\x06R\tspringIds\x12*\n" +
 	"\x06reason\x18\x02 \x01(\x0e2\x12.acktor.FailReasonR\x06reason\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x18\n" +
-	"\arouting\x18\x04 \x01(\x06R\arouting\"\xfc\x01\n" +
+	"\arouting\x18\x04 \x01(\x06R\arouting\"\x92\x02\n" +
 	"\n" +
 	"TupleBatch\x12\x1b\n" +
 	"\tfrom_task\x18\x01 \x01(\rR\bfromTask\x12#\n" +
@@ -2429,7 +2442,8 @@ const file_acktor_proto_rawDesc = "" +
 	"\x06values\x18\x06 \x03(\tR\x06values\x12\x1f\n" +
 	"\vcontent_ids\x18\a \x03(\x06R\n" +
 	"contentIds\x12\x14\n" +
-	"\x05times\x18\b \x03(\x03R\x05times\"/\n" +
+	"\x05times\x18\b \x03(\x03R\x05times\x12\x14\n" +
+	"\x05frame\x18\t \x01(\fR\x05frame\"/\n" +
 	"\x03Pid\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"s\n" +

@@ -1,0 +1,203 @@
+package actors
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/acktor/acktor/messages"
+)
+
+// sendTuples sends b to pid, framed when pid is on another member: a batch
+// to a task on this one is never serialised, so it keeps its columns.
+func sendTuples(root *actor.RootContext, self string, pid *actor.PID, b *messages.TupleBatch) {
+	if pid.Address != self {
+		frame(b)
+	}
+	root.Send(pid, b)
+}
+
+// framed returns a framed copy of b, which keeps its columns.
+func framed(b *messages.TupleBatch) *messages.TupleBatch {
+	c := &messages.TupleBatch{FromTask: b.FromTask, AnchorCounts: b.AnchorCounts, SpringIds: b.SpringIds, TupleIds: b.TupleIds,
+		ValueCounts: b.ValueCounts, Values: b.Values, ContentIds: b.ContentIds, Times: b.Times}
+	frame(c)
+	return c
+}
+
+// A frame holds a tuple batch's columns as little-endian arrays, the
+// 8-byte ones first so that each starts 8-aligned:
+//
+//	header   6 × u32: n tuples, na anchors, nv values, nl lineage entries
+//	         (0 or n), and the anchors and the values each tuple has when
+//	         all have as many (most batches), else varies
+//	u64      spring_ids[na], tuple_ids[na], content_ids[nl]; i64 times[nl]
+//	u32      anchor_counts[n] and value_counts[n] (each unless the header
+//	         gives it), value lengths[nv]
+//	bytes    the values, end to end
+const (
+	frameHeader = 24
+	varies      = 1<<32 - 1
+)
+
+// each returns the number every entry of col holds, or varies.
+func each(col []uint32) uint32 {
+	for _, x := range col {
+		if x != col[0] || x == varies {
+			return varies
+		}
+	}
+	if len(col) == 0 {
+		return 0
+	}
+	return col[0]
+}
+
+// frame moves b's columns into b.Frame.
+func frame(b *messages.TupleBatch) {
+	n, na, nv, nl := len(b.AnchorCounts), len(b.SpringIds), len(b.Values), len(b.ContentIds)
+	counts := [][]uint32{b.AnchorCounts, b.ValueCounts}
+	header := []uint32{uint32(n), uint32(na), uint32(nv), uint32(nl), each(counts[0]), each(counts[1])}
+	size := frameHeader + 8*(2*na+2*nl) + 4*nv
+	for i, col := range counts {
+		if header[4+i] == varies {
+			size += 4 * len(col)
+		} else {
+			counts[i] = nil
+		}
+	}
+	for _, v := range b.Values {
+		size += len(v)
+	}
+	f := make([]byte, size)
+	le := binary.LittleEndian
+	for i, x := range header {
+		le.PutUint32(f[4*i:], x)
+	}
+	off := frameHeader
+	for _, col := range [][]uint64{b.SpringIds, b.TupleIds, b.ContentIds} {
+		for _, x := range col {
+			le.PutUint64(f[off:], x)
+			off += 8
+		}
+	}
+	for _, x := range b.Times {
+		le.PutUint64(f[off:], uint64(x))
+		off += 8
+	}
+	for _, col := range counts {
+		for _, x := range col {
+			le.PutUint32(f[off:], x)
+			off += 4
+		}
+	}
+	for _, v := range b.Values {
+		le.PutUint32(f[off:], uint32(len(v)))
+		off += 4
+	}
+	for _, v := range b.Values {
+		off += copy(f[off:], v)
+	}
+	*b = messages.TupleBatch{FromTask: b.FromTask, Frame: f}
+}
+
+// unframe fills b's columns from b.Frame, if it has one. They share the
+// frame's array, each in its own part of it (capped, so that a recycled
+// batch that appends past one writes elsewhere); the values' bytes, at its
+// end, are written by nobody.
+func unframe(b *messages.TupleBatch) error {
+	f := b.Frame
+	if len(f) == 0 {
+		return nil
+	}
+	if len(b.AnchorCounts)+len(b.SpringIds)+len(b.TupleIds)+len(b.ValueCounts)+len(b.Values)+len(b.ContentIds)+len(b.Times) != 0 {
+		return fmt.Errorf("tuple batch from task %d: both a frame and columns", b.FromTask)
+	}
+	if len(f) < frameHeader {
+		return fmt.Errorf("tuple batch from task %d: a frame of %d bytes, shorter than its header", b.FromTask, len(f))
+	}
+	le := binary.LittleEndian
+	n, na, nv, nl := uint64(le.Uint32(f)), uint64(le.Uint32(f[4:])), uint64(le.Uint32(f[8:])), uint64(le.Uint32(f[12:]))
+	eachAnchors, eachValues := le.Uint32(f[16:]), le.Uint32(f[20:])
+	if nl != 0 && nl != n {
+		return fmt.Errorf("tuple batch from task %d: %d tuples and %d lineage entries (want all or none)", b.FromTask, n, nl)
+	}
+	fixed := frameHeader + 8*(2*na+2*nl) + 4*nv // < 2^38: no overflow
+	for _, e := range []uint32{eachAnchors, eachValues} {
+		if e == varies {
+			fixed += 4 * n
+		}
+	}
+	if fixed > uint64(len(f)) {
+		return fmt.Errorf("tuple batch from task %d: a frame of %d bytes, want at least %d for %d tuples", b.FromTask, len(f), fixed, n)
+	}
+	off := frameHeader
+	col64 := func(k uint64) []uint64 {
+		c := column[uint64](f[off:], k)
+		off += 8 * int(k)
+		return c
+	}
+	spring, tuple, content, times := col64(na), col64(na), col64(nl), col64(nl)
+	col32 := func(k uint64) []uint32 {
+		c := column[uint32](f[off:], k)
+		off += 4 * int(k)
+		return c
+	}
+	counts := func(e uint32) []uint32 {
+		if e == varies {
+			return col32(n)
+		}
+		c := make([]uint32, n)
+		for i := range c {
+			c[i] = e
+		}
+		return c
+	}
+	anchors, values := counts(eachAnchors), counts(eachValues)
+	data := f[fixed:]
+	all := unsafe.String(unsafe.SliceData(data), len(data))
+	vals, at := make([]string, nv), 0
+	for i := range vals {
+		l := le.Uint32(f[off+4*i:])
+		if uint64(l) > uint64(len(all)-at) {
+			return fmt.Errorf("tuple batch from task %d: value %d runs past the frame's %d bytes of values", b.FromTask, i, len(all))
+		}
+		vals[i], at = all[at:at+int(l)], at+int(l)
+	}
+	if at != len(all) {
+		return fmt.Errorf("tuple batch from task %d: %d bytes left over in the frame", b.FromTask, len(all)-at)
+	}
+	b.SpringIds, b.TupleIds, b.ContentIds = spring, tuple, content
+	b.Times = unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(times))), len(times))
+	b.AnchorCounts, b.ValueCounts, b.Values, b.Frame = anchors, values, vals, nil
+	return nil
+}
+
+// column returns the k little-endian numbers at the start of f: f itself
+// read as a []T when this machine is little-endian and f is aligned for T
+// (a frame decoded by protobuf is a fresh array, and its columns are laid
+// out aligned), a copy otherwise.
+func column[T uint32 | uint64](f []byte, k uint64) []T {
+	if k == 0 {
+		return nil
+	}
+	size := uint64(unsafe.Sizeof(T(0)))
+	p := unsafe.Pointer(unsafe.SliceData(f))
+	if littleEndian && uintptr(p)%uintptr(size) == 0 {
+		return unsafe.Slice((*T)(p), k)[:k:k]
+	}
+	out := make([]T, k)
+	for i := range out {
+		if size == 8 {
+			out[i] = T(binary.LittleEndian.Uint64(f[8*i:]))
+		} else {
+			out[i] = T(binary.LittleEndian.Uint32(f[4*i:]))
+		}
+	}
+	return out
+}
+
+// littleEndian says whether this machine stores numbers as a frame does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1

@@ -1,0 +1,172 @@
+package actors
+
+import (
+	"encoding/binary"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/acktor/acktor/messages"
+)
+
+// overTheWire frames every batch sent to task, as for another member, and
+// gives the receiver a copy that went through protobuf.
+func overTheWire(t testing.TB, w *wiring, task uint32) {
+	t.Helper()
+	for i, b := range w.tuples[task] {
+		frame(b)
+		if len(b.AnchorCounts)+len(b.Values)+len(b.SpringIds) != 0 || len(b.Frame) == 0 {
+			t.Fatalf("framed batch keeps its columns, or has no frame")
+		}
+		data, err := proto.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := &messages.TupleBatch{}
+		if err := proto.Unmarshal(data, got); err != nil {
+			t.Fatal(err)
+		}
+		w.tuples[task][i] = got
+	}
+}
+
+// TestFrameCrossesTheWire: a batch framed for another member decodes there
+// to the same tuples (values, roots, tuple ids, lineage), empty values and
+// non-UTF-8 bytes included, tracked or not.
+func TestFrameCrossesTheWire(t *testing.T) {
+	lines := []string{"a b", "", "\xff\xfe not UTF-8", strings.Repeat("x", 300), "é"}
+	for _, ackers := range []int{0, 2} {
+		near, far := newWiring(t, ackers), newWiring(t, ackers)
+		for _, w := range []*wiring{near, far} {
+			spout := w.collector(0)
+			for i, l := range lines {
+				if _, err := spout.emitRoot(uint64(10+i), uint64(i), int64(1000+i), l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			spout.flush()
+		}
+		overTheWire(t, far, 1)
+		want, got := near.received(t, 1), far.received(t, 1)
+		if len(got) != len(lines) || len(want) != len(lines) {
+			t.Fatalf("ackers %d: %d and %d tuples, want %d", ackers, len(want), len(got), len(lines))
+		}
+		for i := range got {
+			g, w := got[i], want[i]
+			if !slices.Equal(g.Values(), w.Values()) || !slices.Equal(g.Roots(), w.Roots()) || !slices.Equal(g.ids(), w.ids()) ||
+				g.ContentID() != w.ContentID() || g.Time() != w.Time() {
+				t.Fatalf("ackers %d, tuple %d: got %q %v %v %x %d, want %q %v %v %x %d", ackers, i,
+					g.Values(), g.Roots(), g.ids(), g.ContentID(), g.Time(), w.Values(), w.Roots(), w.ids(), w.ContentID(), w.Time())
+			}
+		}
+	}
+}
+
+// TestMalformedFrame: a frame that does not add up is refused with an error
+// naming its sender, never read past its end.
+func TestMalformedFrame(t *testing.T) {
+	good := func() []byte { // every tuple one anchor and one value: no count columns
+		b := &messages.TupleBatch{FromTask: 3, AnchorCounts: []uint32{1, 1}, SpringIds: []uint64{7, 8}, TupleIds: []uint64{9, 10},
+			ValueCounts: []uint32{1, 1}, Values: []string{"ab", "c"}, ContentIds: []uint64{1, 2}, Times: []int64{5, 6}}
+		frame(b)
+		return b.Frame
+	}
+	varied := func() []byte { // counts that vary: both count columns
+		b := &messages.TupleBatch{FromTask: 3, AnchorCounts: []uint32{0, 2}, SpringIds: []uint64{7, 8}, TupleIds: []uint64{9, 10},
+			ValueCounts: []uint32{1, 0}, Values: []string{"ab"}}
+		frame(b)
+		return b.Frame
+	}
+	le := binary.LittleEndian
+	cases := []struct {
+		name  string
+		bend  func(f []byte) []byte
+		extra bool // columns beside the frame
+		want  string
+	}{
+		{"intact", func(f []byte) []byte { return f }, false, ""},
+		{"short header", func(f []byte) []byte { return f[:10] }, false, "shorter than its header"},
+		{"cut", func(f []byte) []byte { return f[:len(f)-1] }, false, "value 1 runs past"},
+		{"cut into columns", func(f []byte) []byte { return f[:40] }, false, "want at least"},
+		{"left over", func(f []byte) []byte { return append(f, 'x') }, false, "1 bytes left over"},
+		{"huge counts", func(f []byte) []byte { le.PutUint32(f, 1<<32-1); le.PutUint32(f[12:], 1<<32-1); return f }, false, "want at least"},
+		{"lineage of some", func(f []byte) []byte { le.PutUint32(f[12:], 1); return f }, false, "2 tuples and 1 lineage entries"},
+		{"a value too long", func(f []byte) []byte { le.PutUint32(f[len(f)-3-8:], 3); return f }, false, "value 1 runs past"},
+		{"more anchors than counted", func(f []byte) []byte { le.PutUint32(f[16:], 2); return f }, false, "runs past the batch"},
+		{"varied", func([]byte) []byte { return varied() }, false, "varied"},
+		{"varied, more anchors than counted", func([]byte) []byte { f := varied(); le.PutUint32(f[len(f)-2-4-16:], 3); return f }, false, "runs past the batch"},
+		{"varied, cut into counts", func([]byte) []byte { f := varied(); return f[:len(f)-2-8] }, false, "want at least"},
+		{"frame and columns", func(f []byte) []byte { return f }, true, "both a frame and columns"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &messages.TupleBatch{FromTask: 3, Frame: tc.bend(good())}
+			if tc.extra {
+				b.Values = []string{"z"}
+			}
+			ts, err := decode(b, nil)
+			if tc.want == "varied" {
+				if err != nil || len(ts) != 2 || len(ts[0].Roots()) != 0 || !slices.Equal(ts[1].Roots(), []uint64{7, 8}) ||
+					!slices.Equal(ts[0].Values(), []string{"ab"}) || len(ts[1].Values()) != 0 || ts[1].Time() != 0 {
+					t.Fatalf("decode = %v, %v", ts, err)
+				}
+				return
+			}
+			if tc.want == "" {
+				if err != nil || len(ts) != 2 || ts[0].Values()[0] != "ab" || ts[1].Roots()[0] != 8 || ts[1].Time() != 6 {
+					t.Fatalf("decode = %v, %v", ts, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "task 3") {
+				t.Fatalf("decode error %v, want one with %q from task 3", err, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkTupleBatchWire encodes and decodes a batch of 512 word tuples as
+// a split task sends them to another member, as protobuf columns
+// (columns) and as a frame (framed), in the same run.
+func BenchmarkTupleBatchWire(b *testing.B) {
+	words := strings.Fields("the quick brown fox jumps over the lazy dog and then some more words of a line")
+	batch := func() *messages.TupleBatch {
+		m := &messages.TupleBatch{FromTask: 1}
+		for i := range 512 {
+			m.AnchorCounts = append(m.AnchorCounts, 1)
+			m.SpringIds = append(m.SpringIds, uint64(1)<<40|uint64(i/4))
+			m.TupleIds = append(m.TupleIds, uint64(i)*0x9e3779b97f4a7c15)
+			m.ContentIds = append(m.ContentIds, uint64(i)*0xbf58476d1ce4e5b9)
+			m.Times = append(m.Times, 1_796_000_000_000_000_000+int64(i/4))
+			m.ValueCounts = append(m.ValueCounts, 1)
+			m.Values = append(m.Values, words[i%len(words)])
+		}
+		return m
+	}
+	trip := func(b *testing.B, frame bool) {
+		src, buf := batch(), make([]Tuple, 0, 512)
+		b.ReportAllocs()
+		for b.Loop() {
+			m := src
+			if frame {
+				m = framed(src)
+			}
+			data, err := proto.Marshal(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got := &messages.TupleBatch{}
+			if err := proto.Unmarshal(data, got); err != nil {
+				b.Fatal(err)
+			}
+			if buf, err = decode(got, buf); err != nil || len(buf) != 512 {
+				b.Fatalf("decoded %d tuples: %v", len(buf), err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/512, "ns/tuple")
+	}
+	b.Run("columns", func(b *testing.B) { trip(b, false) })
+	b.Run("framed", func(b *testing.B) { trip(b, true) })
+}
