@@ -1,0 +1,64 @@
+package member
+
+import (
+	"context"
+	"os"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestGCPercent(t *testing.T) {
+	cases := []struct {
+		live, floor uint64
+		base, want  int
+	}{
+		{live: 8 << 20, floor: 64 << 20, base: 100, want: 800},
+		{live: 64 << 20, floor: 64 << 20, base: 100, want: 100},
+		{live: 1 << 30, floor: 64 << 20, base: 100, want: 100},
+		{live: 16 << 20, floor: 64 << 20, base: 300, want: 400},
+		{live: 0, floor: 64 << 20, base: 100, want: 1600}, // the runtime's 4 MB minimum heap, scaled: 64 MB
+		{live: 2 << 20, floor: 64 << 20, base: 100, want: 1600},
+		{live: 8 << 20, floor: 0, base: 100, want: 100},
+	}
+	for _, tc := range cases {
+		if got := gcPercent(tc.live, tc.floor, tc.base); got != tc.want {
+			t.Errorf("gcPercent(%d, %d, %d) = %d, want %d", tc.live, tc.floor, tc.base, got, tc.want)
+		}
+	}
+}
+
+// TestTuneGC: the tuner raises the percentage over a small live heap, puts
+// the old one back when stopped, leaves no goroutine, and keeps off when
+// the environment sets GOGC.
+func TestTuneGC(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set: the tuner keeps off, as TestTuneGCKeepsOff checks")
+	}
+	defer goleak.VerifyNone(t)
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	stop := tuneGC(context.Background(), 1<<40, time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
+	if p := debug.SetGCPercent(-1); p <= 100 {
+		t.Errorf("percentage %d under the tuner, want more than 100", p)
+	} else {
+		debug.SetGCPercent(p)
+	}
+	stop()
+	if p := debug.SetGCPercent(100); p != 100 {
+		t.Errorf("percentage %d after the tuner stopped, want 100", p)
+	}
+}
+
+func TestTuneGCKeepsOff(t *testing.T) {
+	t.Setenv("GOGC", "150")
+	old := debug.SetGCPercent(150)
+	defer debug.SetGCPercent(old)
+	tuneGC(context.Background(), 1<<40, time.Millisecond)()
+	if p := debug.SetGCPercent(150); p != 150 {
+		t.Errorf("percentage %d with GOGC=150 set, want 150", p)
+	}
+}
