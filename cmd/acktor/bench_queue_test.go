@@ -23,7 +23,7 @@ func TestBenchQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], "M/M/1") {
+	if len(lines) < 2 || !strings.Contains(lines[0], "M/M/1") {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	f := strings.Fields(lines[1])
@@ -33,6 +33,16 @@ func TestBenchQueue(t *testing.T) {
 	lambda, _ := strconv.ParseFloat(f[1], 64)
 	modelL, _ := strconv.ParseFloat(f[4], 64)
 	measuredL, _ := strconv.ParseFloat(f[6], 64)
+	if f[4] == "unstable" { // a machine too busy to serve at 200 µs: the command must say so
+		if !strings.Contains(out.String(), "this machine could not keep up") || lambda < 1500 || lambda > 3500 || measuredL <= 0 {
+			t.Fatalf("output:\n%s", out.String())
+		}
+		t.Logf("the machine could not keep up; the command said so:\n%s", out.String())
+		return
+	}
+	if len(lines) != 2 {
+		t.Fatalf("output:\n%s", out.String())
+	}
 	if lambda < 1500 || lambda > 3500 || modelL <= 0 || measuredL <= 0 {
 		t.Fatalf("row %q: λ %v (want about 2500), in stage %v by the model and %v measured", lines[1], lambda, modelL, measuredL)
 	}
