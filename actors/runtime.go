@@ -92,6 +92,10 @@ type Config struct {
 	WarnUtilisation float64
 }
 
+// maxBatchSize bounds Config.BatchSize, and so the tuples of a batch from
+// another member.
+const maxBatchSize = 1 << 16
+
 // maxPending bounds Config.MaxPending: the roots one spout task keeps.
 const maxPending = 1 << 20
 
@@ -122,8 +126,8 @@ func (c Config) Validate() error {
 		return fieldError("WarnUtilisation", c.WarnUtilisation, "0..10 (0: 0.9)")
 	case c.MaxReplays < 0:
 		return fieldError("MaxReplays", c.MaxReplays, ">= 0")
-	case c.BatchSize < 1 || c.BatchSize > 1<<16:
-		return fieldError("BatchSize", c.BatchSize, "1..65536")
+	case c.BatchSize < 1 || c.BatchSize > maxBatchSize:
+		return fieldError("BatchSize", c.BatchSize, "1..%d", maxBatchSize)
 	case c.AckDelay < 0 || c.AckDelay > c.Timeout/4:
 		return fieldError("AckDelay", c.AckDelay, "0..timeout/4")
 	case c.MailboxSize < 2 || c.MailboxSize > 1<<16: // a ring buffer of 1 cannot tell full from empty

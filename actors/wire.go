@@ -103,10 +103,12 @@ func frame(b *messages.TupleBatch) {
 	*b = messages.TupleBatch{FromTask: b.FromTask, Frame: f}
 }
 
-// unframe fills b's columns from b.Frame, if it has one. They share the
-// frame's array, each in its own part of it (capped, so that a recycled
-// batch that appends past one writes elsewhere); the values' bytes, at its
-// end, are written by nobody.
+// unframe fills b's columns from b.Frame, if it has one. The values are
+// substrings of the frame's last part, which nobody writes; the number
+// columns are the frame's array too, each in its own part of it and capped
+// (a recycled batch that appends past one writes elsewhere), but for a
+// count column the header gives and on a machine that is not
+// little-endian, where they are new arrays.
 func unframe(b *messages.TupleBatch) error {
 	f := b.Frame
 	if len(f) == 0 {
@@ -121,6 +123,9 @@ func unframe(b *messages.TupleBatch) error {
 	le := binary.LittleEndian
 	n, na, nv, nl := uint64(le.Uint32(f)), uint64(le.Uint32(f[4:])), uint64(le.Uint32(f[8:])), uint64(le.Uint32(f[12:]))
 	eachAnchors, eachValues := le.Uint32(f[16:]), le.Uint32(f[20:])
+	if n > maxBatchSize { // count columns the header gives cost no bytes: bound what they make
+		return fmt.Errorf("tuple batch from task %d: a frame of %d tuples, more than a batch holds (%d)", b.FromTask, n, maxBatchSize)
+	}
 	if nl != 0 && nl != n {
 		return fmt.Errorf("tuple batch from task %d: %d tuples and %d lineage entries (want all or none)", b.FromTask, n, nl)
 	}

@@ -91,7 +91,12 @@ func TestMalformedFrame(t *testing.T) {
 		{"cut", func(f []byte) []byte { return f[:len(f)-1] }, false, "value 1 runs past"},
 		{"cut into columns", func(f []byte) []byte { return f[:40] }, false, "want at least"},
 		{"left over", func(f []byte) []byte { return append(f, 'x') }, false, "1 bytes left over"},
-		{"huge counts", func(f []byte) []byte { le.PutUint32(f, 1<<32-1); le.PutUint32(f[12:], 1<<32-1); return f }, false, "want at least"},
+		{"huge counts", func(f []byte) []byte { le.PutUint32(f[4:], 1<<32-1); le.PutUint32(f[8:], 1<<32-1); return f }, false, "want at least"},
+		{"tuples of no bytes", func([]byte) []byte { // counts given by the header: only n is bounded by nothing else
+			f := make([]byte, frameHeader)
+			le.PutUint32(f, 1<<20)
+			return f
+		}, false, "1048576 tuples, more than a batch holds"},
 		{"lineage of some", func(f []byte) []byte { le.PutUint32(f[12:], 1); return f }, false, "2 tuples and 1 lineage entries"},
 		{"a value too long", func(f []byte) []byte { le.PutUint32(f[len(f)-3-8:], 3); return f }, false, "value 1 runs past"},
 		{"more anchors than counted", func(f []byte) []byte { le.PutUint32(f[16:], 2); return f }, false, "runs past the batch"},

@@ -1,7 +1,6 @@
 package member
 
 import (
-	"context"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -30,17 +29,47 @@ func gcPercent(live, floor uint64, base int) int {
 // minHeap is the Go runtime's smallest heap goal at GOGC=100.
 const minHeap = 4 << 20
 
+// tuner is the one GC tuner of the process: the collector's percentage is
+// the process's, so members run in one process share it, and the last to
+// end puts back the percentage the first found.
+var tuner struct {
+	sync.Mutex
+	users int
+	base  int
+	stop  func()
+}
+
 // tuneGC sets the collector's percentage to gcPercent of the live heap,
 // read every interval, until the function it returns is called, which
-// puts the old percentage back. It leaves the collector alone when the
-// environment sets GOGC: the user chose.
-func tuneGC(ctx context.Context, floor uint64, every time.Duration) (stop func()) {
+// puts the old percentage back once no other caller still tunes (the first
+// caller's floor and interval hold for all). It leaves the collector alone
+// when the environment sets GOGC: the user chose.
+func tuneGC(floor uint64, every time.Duration) (stop func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	tuner.Lock()
+	defer tuner.Unlock()
+	if tuner.users++; tuner.users == 1 {
+		tuner.base = debug.SetGCPercent(100)
+		tuner.stop = runTuner(floor, tuner.base, every)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			tuner.Lock()
+			defer tuner.Unlock()
+			if tuner.users--; tuner.users == 0 {
+				tuner.stop()
+				debug.SetGCPercent(tuner.base)
+			}
+		})
+	}
+}
+
+// runTuner sets the percentage now and then every interval, until stopped.
+func runTuner(floor uint64, base int, every time.Duration) (stop func()) {
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	base := debug.SetGCPercent(100)
 	tune := func() {
 		metrics.Read(sample)
 		if sample[0].Value.Kind() == metrics.KindUint64 {
@@ -48,13 +77,14 @@ func tuneGC(ctx context.Context, floor uint64, every time.Duration) (stop func()
 		}
 	}
 	tune()
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-done:
 				return
 			case <-t.C:
 				tune()
@@ -62,8 +92,7 @@ func tuneGC(ctx context.Context, floor uint64, every time.Duration) (stop func()
 		}
 	})
 	return func() {
-		cancel()
+		close(done)
 		wg.Wait()
-		debug.SetGCPercent(base)
 	}
 }

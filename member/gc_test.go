@@ -1,7 +1,6 @@
 package member
 
 import (
-	"context"
 	"os"
 	"runtime/debug"
 	"testing"
@@ -37,10 +36,10 @@ func TestTuneGC(t *testing.T) {
 	if os.Getenv("GOGC") != "" {
 		t.Skip("GOGC is set: the tuner keeps off, as TestTuneGCKeepsOff checks")
 	}
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	old := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(old)
-	stop := tuneGC(context.Background(), 1<<40, time.Millisecond)
+	stop := tuneGC(1<<40, time.Millisecond)
 	time.Sleep(5 * time.Millisecond)
 	if p := debug.SetGCPercent(-1); p <= 100 {
 		t.Errorf("percentage %d under the tuner, want more than 100", p)
@@ -57,8 +56,43 @@ func TestTuneGCKeepsOff(t *testing.T) {
 	t.Setenv("GOGC", "150")
 	old := debug.SetGCPercent(150)
 	defer debug.SetGCPercent(old)
-	tuneGC(context.Background(), 1<<40, time.Millisecond)()
+	tuneGC(1<<40, time.Millisecond)()
 	if p := debug.SetGCPercent(150); p != 150 {
 		t.Errorf("percentage %d with GOGC=150 set, want 150", p)
+	}
+}
+
+// TestTuneGCOverlapping: members run in one process share the tuner; the
+// percentage the first found comes back when the last stops, whichever
+// order they stop in, and a stop called twice counts once.
+func TestTuneGCOverlapping(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set: the tuner keeps off, as TestTuneGCKeepsOff checks")
+	}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	for _, order := range []string{"first ends first", "last ends first"} {
+		t.Run(order, func(t *testing.T) {
+			stop1 := tuneGC(1<<40, time.Hour)
+			stop2 := tuneGC(1<<40, time.Hour)
+			if order == "first ends first" {
+				stop1()
+				stop1()
+			} else {
+				stop2()
+				stop2()
+			}
+			if p := debug.SetGCPercent(-1); p <= 100 {
+				t.Errorf("percentage %d while a tuner runs, want more than 100", p)
+			} else {
+				debug.SetGCPercent(p)
+			}
+			stop1()
+			stop2()
+			if p := debug.SetGCPercent(100); p != 100 {
+				t.Errorf("percentage %d after both tuners stopped, want 100", p)
+			}
+		})
 	}
 }

@@ -515,9 +515,9 @@ type TupleBatch struct {
 	Times      []int64  `protobuf:"varint,8,rep,packed,name=times,proto3" json:"times,omitempty"`
 	// The batch as it crosses the wire, instead of fields 2 to 8: their
 	// columns as little-endian arrays, then the values' bytes end to end
-	// (actors/wire.go has the layout). Decoding it is a copy per column;
-	// the fields cost a varint loop per column and, for values, a UTF-8 check
-	// and an allocation per string.
+	// (actors/wire.go has the layout). The decoded columns and values point
+	// into it; the fields cost a varint loop per column and, for values, a
+	// UTF-8 check and an allocation per string.
 	Frame         []byte `protobuf:"bytes,9,opt,name=frame,proto3" json:"frame,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
