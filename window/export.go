@@ -28,16 +28,43 @@ func (w *Sliding) Export(f func(Cell) bool) {
 		if p >= math.MinInt64/w.clock.width {
 			t = p * w.clock.width
 		}
-		for _, e := range w.panes[w.clock.back(age)].cells {
-			if e.count == 0 {
-				continue
-			}
-			k, _ := w.Key(e.col)
-			if !f(Cell{Pane: t, Key: k, Value: Value{Count: uint64(e.count), Sum: e.sum}}) {
-				return
-			}
+		if !w.exportPane(age, t, f) {
+			return
 		}
 	}
+}
+
+// exportPane calls f with the nonzero cells of the pane age panes before
+// the newest, whose first time is t, until f returns false, and reports
+// whether f never did.
+func (w *Sliding) exportPane(age int, t int64, f func(Cell) bool) bool {
+	give := func(e cell) bool {
+		if e.count == 0 {
+			return true
+		}
+		k, _ := w.Key(e.col)
+		return f(Cell{Pane: t, Key: k, Value: Value{Count: uint64(e.count), Sum: e.sum}})
+	}
+	if age == 0 {
+		for _, e := range w.headCells {
+			if !give(e) {
+				return false
+			}
+		}
+		return true
+	}
+	p := &w.panes[w.clock.back(age)]
+	for _, x := range p.packed {
+		if !give(unpackCell(x)) {
+			return false
+		}
+	}
+	for _, e := range p.cells {
+		if !give(e) {
+			return false
+		}
+	}
+	return true
 }
 
 // Import adds c's updates to the window, as if its Count updates summing
@@ -60,24 +87,24 @@ func (w *Sliding) Import(c Cell) error {
 	if err != nil {
 		return err
 	}
-	p, index := &w.panes[s], &w.panes[s].late
+	cells, index := &w.panes[s].cells, &w.panes[s].late
 	if s == w.clock.slot {
-		index = &w.head
+		cells, index = &w.headCells, &w.head
 	}
 	i, at, ok := index.find(col)
 	switch {
-	case ok && uint64(p.cells[i].count)+c.Count > math.MaxUint32:
+	case ok && uint64((*cells)[i].count)+c.Count > math.MaxUint32:
 		w.stats.Overflow++
 		return ErrOverflow
 	case ok:
-		p.cells[i].count += uint32(c.Count)
-		p.cells[i].sum += c.Sum
+		(*cells)[i].count += uint32(c.Count)
+		(*cells)[i].sum += c.Sum
 	case w.cellCount >= w.maxCells:
 		w.stats.CellsFull++
 		return ErrCellsFull
 	default:
-		index.put(col, uint32(len(p.cells)), at)
-		p.cells = append(p.cells, cell{col: col, count: uint32(c.Count), sum: c.Sum})
+		index.put(col, uint32(len(*cells)), at)
+		*cells = append(*cells, cell{col: col, count: uint32(c.Count), sum: c.Sum})
 		w.cellCount++
 	}
 	if s != w.clock.slot { // a closed pane: its updates are in the total too

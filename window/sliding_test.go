@@ -282,10 +282,18 @@ func TestSlidingOverflow(t *testing.T) {
 	must(t, w.Add(5, key, 1))
 	must(t, w.Add(15, key, 1)) // pane 0 closes
 	must(t, w.Add(6, key, 1))  // a second cell in pane 0, found through its late map
-	for s := range w.panes {
-		for i := range w.panes[s].cells {
-			w.panes[s].cells[i].count = math.MaxUint32
+	for s := range w.panes {   // unpacked, so that they hold 2^32-1
+		p := &w.panes[s]
+		for _, x := range p.packed {
+			p.cells = append(p.cells, unpackCell(x))
 		}
+		p.packed = nil
+		for i := range p.cells {
+			p.cells[i].count = math.MaxUint32
+		}
+	}
+	for i := range w.headCells {
+		w.headCells[i].count = math.MaxUint32
 	}
 	w.totals[0].count = 2 * math.MaxUint32 // pane 0's two cells; pane 1's is the newest
 	before := w.Get(key)
@@ -396,23 +404,26 @@ func TestSlidingAgainstModel(t *testing.T) {
 		lim  Limits
 		keys int
 		base int64
+		big  bool // values of any size, most sums too big to pack
 	}{
-		{Config{Size: 40, Pane: 10}, Limits{MaxKeys: 100}, 6, 0},
-		{Config{Size: 10, Pane: 10}, Limits{MaxKeys: 100}, 4, -1000},
-		{Config{Size: 21, Pane: 3, MaxAhead: 9}, Limits{MaxKeys: 100}, 8, -50},
-		{Config{Size: 7, Pane: 1}, Limits{MaxKeys: 3}, 6, 1 << 40},
-		{Config{Size: 50, Pane: 10}, Limits{MaxKeys: 5, MaxCells: 7}, 8, 17},
-		{Config{Size: 60, Pane: 5, MaxAhead: 5}, Limits{MaxKeys: 4, MaxCells: 20}, 10, -3},
+		{Config{Size: 40, Pane: 10}, Limits{MaxKeys: 100}, 6, 0, false},
+		{Config{Size: 10, Pane: 10}, Limits{MaxKeys: 100}, 4, -1000, false},
+		{Config{Size: 21, Pane: 3, MaxAhead: 9}, Limits{MaxKeys: 100}, 8, -50, false},
+		{Config{Size: 7, Pane: 1}, Limits{MaxKeys: 3}, 6, 1 << 40, false},
+		{Config{Size: 50, Pane: 10}, Limits{MaxKeys: 5, MaxCells: 7}, 8, 17, false},
+		{Config{Size: 60, Pane: 5, MaxAhead: 5}, Limits{MaxKeys: 4, MaxCells: 20}, 10, -3, false},
+		{Config{Size: 40, Pane: 10}, Limits{MaxKeys: 100}, 6, 0, true},
+		{Config{Size: 30, Pane: 3}, Limits{MaxKeys: 3, MaxCells: 12}, 5, 7, true},
 	} {
 		for seed := range uint64(6) {
-			t.Run(fmt.Sprintf("%+v/%+v/seed=%d", tc.cfg, tc.lim, seed), func(t *testing.T) {
-				checkAgainstModel(t, tc.cfg, tc.lim, tc.keys, tc.base, seed)
+			t.Run(fmt.Sprintf("%+v/%+v/big=%v/seed=%d", tc.cfg, tc.lim, tc.big, seed), func(t *testing.T) {
+				checkAgainstModel(t, tc.cfg, tc.lim, tc.keys, tc.base, tc.big, seed)
 			})
 		}
 	}
 }
 
-func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int64, seed uint64) {
+func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int64, big bool, seed uint64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	w, err := New(cfg, lim)
@@ -451,6 +462,9 @@ func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int
 		}
 		key := keys[rng.IntN(len(keys))]
 		value := rng.Int64N(201) - 100
+		if big && rng.IntN(2) == 0 { // from 2^-1 to 2^62, either sign
+			value = int64(rng.Uint64()) >> rng.IntN(64)
+		}
 		var got, want error
 		var what string
 		switch r := rng.IntN(40); {
@@ -576,5 +590,104 @@ func TestAddString(t *testing.T) {
 	}
 	if got := w.Get(nil); got.Count != 1 {
 		t.Fatalf("the empty key: %+v", got)
+	}
+}
+
+// TestPackCell: a cell packs into 8 bytes while its count is 1..255 and
+// its sum in [-2^23, 2^23), and comes back the same; others do not pack.
+func TestPackCell(t *testing.T) {
+	for _, e := range []cell{
+		{col: 0, count: 1, sum: 1},
+		{col: MaxKeys - 1, count: 255, sum: 1<<23 - 1},
+		{col: 1<<32 - 1, count: 1, sum: -1 << 23},
+		{col: 7, count: 200, sum: -1},
+		{col: 7, count: 3, sum: 0},
+	} {
+		x, ok := packCell(e)
+		if !ok || unpackCell(x) != e {
+			t.Errorf("packCell(%+v) = %#x, %v: unpacks to %+v", e, x, ok, unpackCell(x))
+		}
+	}
+	for _, e := range []cell{
+		{col: 1, count: 256, sum: 256},
+		{col: 1, count: 1, sum: 1 << 23},
+		{col: 1, count: 1, sum: -1<<23 - 1},
+		{col: 1, count: math.MaxUint32, sum: math.MinInt64},
+	} {
+		if x, ok := packCell(e); ok {
+			t.Errorf("packCell(%+v) = %#x, packed", e, x)
+		}
+	}
+}
+
+// TestSlidingPackedCells: cells on both sides of the packing limits close
+// (packed or kept whole), take late updates, export and expire exactly.
+func TestSlidingPackedCells(t *testing.T) {
+	w, err := New(Config{Size: 20, Pane: 10}, Limits{MaxKeys: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		count int
+		sum   int64
+	}{
+		{1, 1}, {255, 255}, {256, 256}, {1, 1<<23 - 1}, {1, 1 << 23},
+		{2, -1 << 23}, {2, -1<<23 - 1}, {3, math.MaxInt64}, {255, math.MinInt64},
+	}
+	for i, c := range cases {
+		key := []byte(fmt.Sprint("k", i))
+		for range c.count - 1 {
+			must(t, w.Add(1, key, 0))
+		}
+		must(t, w.Add(2, key, c.sum))
+	}
+	check := func(when string, late int64) {
+		t.Helper()
+		for i, c := range cases {
+			want := Value{Count: uint64(c.count), Sum: c.sum}
+			if late != 0 {
+				want.Count++
+				want.Sum += late
+			}
+			if got := w.Get([]byte(fmt.Sprint("k", i))); got != want {
+				t.Errorf("%s: Get(k%d) = %+v, want %+v", when, i, got, want)
+			}
+		}
+	}
+	check("in the newest pane", 0)
+	w.Advance(10) // pane 0 closes
+	p := &w.panes[w.clock.back(1)]
+	if len(p.packed) != 4 || len(p.cells) != 5 || w.Stats().Cells != 9 {
+		t.Errorf("closed pane: %d packed, %d whole, Stats.Cells %d; want 4, 5, 9", len(p.packed), len(p.cells), w.Stats().Cells)
+	}
+	check("closed", 0)
+	for i := range cases {
+		must(t, w.Add(3, []byte(fmt.Sprint("k", i)), 5)) // late: a cell of its own
+	}
+	check("closed, late", 5)
+	var exported int
+	got := map[string]Value{}
+	w.Export(func(c Cell) bool {
+		exported++
+		v := got[c.Key]
+		got[c.Key] = Value{Count: v.Count + c.Count, Sum: v.Sum + c.Sum}
+		return true
+	})
+	if exported != 18 {
+		t.Errorf("Export gave %d cells, want 18", exported)
+	}
+	for i, c := range cases {
+		if want := (Value{Count: uint64(c.count) + 1, Sum: c.sum + 5}); got[fmt.Sprint("k", i)] != want {
+			t.Errorf("exported k%d = %+v, want %+v", i, got[fmt.Sprint("k", i)], want)
+		}
+	}
+	w.Advance(20) // pane 0 expires
+	if s := w.Stats(); s.Live != 0 || s.Cells != 0 || len(p.packed)+len(p.cells) != 0 {
+		t.Errorf("after expiry: Stats %+v, pane %d packed, %d whole", s, len(p.packed), len(p.cells))
+	}
+	for i := range cases {
+		if got := w.Get([]byte(fmt.Sprint("k", i))); got != (Value{}) {
+			t.Errorf("expired: Get(k%d) = %+v", i, got)
+		}
 	}
 }
