@@ -91,7 +91,7 @@ func (w *Sliding) Import(c Cell) error {
 	if s == w.clock.slot {
 		cells, index = &w.headCells, &w.head
 	}
-	i, at, ok := index.find(col)
+	i, at, ok := index.find(col, *cells)
 	switch {
 	case ok && uint64((*cells)[i].count)+c.Count > math.MaxUint32:
 		w.stats.Overflow++
@@ -103,7 +103,7 @@ func (w *Sliding) Import(c Cell) error {
 		w.stats.CellsFull++
 		return ErrCellsFull
 	default:
-		index.put(col, uint32(len(*cells)), at)
+		index.put(col, uint32(len(*cells)), at, *cells)
 		*cells = append(*cells, cell{col: col, count: uint32(c.Count), sum: c.Sum})
 		w.cellCount++
 	}

@@ -2,25 +2,30 @@ package window
 
 import "math/bits"
 
-// cellIndex maps a column to its cell in one pane: open addressing over
-// groups of 8 slots, each slot with a control byte that is either free or
-// 7 bits of the column's hash, the 8 bytes of a group in one word kept
-// apart from the slots. A probe compares a group's 8 bytes at once and
-// reads a slot only where its byte matches, so a column that is not there
-// (most updates at many keys: each a new cell) costs one read of a word
-// that is likely in L1, and no branch on how long the probe was. The table
-// is kept at most 3/4 full. The newest pane's index is small (its distinct
-// keys, not all keys), so it stays in cache where a vector over every key
-// would not.
+// cellIndex maps a column to its cell in one pane's cells: open addressing
+// over groups of 8 slots, each slot with a control byte that is either
+// free or 7 bits of the column's hash, and the position of its cell. A
+// slot does not hold the column: it is the cell's, read where a control
+// byte matches. A probe compares a group's 8 bytes at once and reads a
+// cell only where its byte matches, so a column that is not there (most
+// updates at many keys: each a new cell) costs one read of the group, and
+// no branch on how long the probe was; putting it writes the same group,
+// its control word and positions 40 bytes together. The table is kept at
+// most 7/8 full: 5 bytes a slot. The newest pane's index is small (its
+// distinct keys, not all keys), so it stays in cache where a vector over
+// every key would not: 100 000 cells take 640 KB.
 type cellIndex struct {
-	ctrl  []uint64    // a group's control bytes, byte k for slot 8·group+k; nil until the first put
-	slots []indexSlot // 8 per group
-	shift uint8       // 64 - log2(len(ctrl)): a hash's top bits are its home group
-	n     int
+	groups []indexGroup // nil until the first put
+	shift  uint8        // 64 - log2(len(groups)): a hash's top bits are its home group
+	n      int
 }
 
-// indexSlot holds a column and its cell's index.
-type indexSlot struct{ col, cell uint32 }
+// indexGroup is 8 slots: control byte k and cell position k for slot
+// 8·group+k.
+type indexGroup struct {
+	ctrl uint64
+	cell [8]uint32
+}
 
 const (
 	minIndex  = 64                 // the smallest table, in slots
@@ -35,22 +40,24 @@ func (x *cellIndex) hashCol(col uint32) (group uint32, tag uint64) {
 	return uint32(h >> x.shift), h >> (x.shift - 7) & 0x7F
 }
 
-// find returns col's cell, or the slot where put should record it.
-func (x *cellIndex) find(col uint32) (cell, at uint32, ok bool) {
-	if x.ctrl == nil {
+// find returns col's cell in cells, or the slot where put should record
+// it.
+func (x *cellIndex) find(col uint32, cells []cell) (cell, at uint32, ok bool) {
+	if x.groups == nil {
 		return 0, 0, false
 	}
-	mask := uint32(len(x.ctrl) - 1)
+	mask := uint32(len(x.groups) - 1)
 	g, tag := x.hashCol(col)
 	for ; ; g = (g + 1) & mask {
-		c := x.ctrl[g]
+		grp := &x.groups[g]
+		c := grp.ctrl
 		m := c ^ tag*lowBytes // zero bytes where the tag is
 		// The high bit of each byte of m that is zero, and maybe of some
 		// above one (a borrow): the slots to compare.
 		for match := (m - lowBytes) &^ m & freeBytes; match != 0; match &= match - 1 {
-			i := g*8 + uint32(bits.TrailingZeros64(match))/8
-			if s := x.slots[i]; s.col == col {
-				return s.cell, i, true
+			k := uint32(bits.TrailingZeros64(match)) / 8
+			if i := grp.cell[k]; cells[i].col == col {
+				return i, g*8 + k, true
 			}
 		}
 		// Nothing is ever removed, so a column is never past a group
@@ -61,68 +68,87 @@ func (x *cellIndex) find(col uint32) (cell, at uint32, ok bool) {
 	}
 }
 
-// findOrPut returns col's cell if it has one, else records cell as col's
-// and returns it with false: find and put in one probe.
-func (x *cellIndex) findOrPut(col, cell uint32) (uint32, bool) {
-	if x.ctrl == nil {
-		x.resize(minIndex)
+// findOrPut returns col's cell in cells if it has one, else records cell
+// (the position the caller appends it at next) as col's and returns it
+// with false: find and put in one probe.
+func (x *cellIndex) findOrPut(col, cell uint32, cells []cell) (uint32, bool) {
+	if x.full() {
+		x.grow(cells)
 	}
-	mask := uint32(len(x.ctrl) - 1)
+	mask := uint32(len(x.groups) - 1)
 	g, tag := x.hashCol(col)
 	for ; ; g = (g + 1) & mask {
-		c := x.ctrl[g]
+		grp := &x.groups[g]
+		c := grp.ctrl
 		m := c ^ tag*lowBytes
 		for match := (m - lowBytes) &^ m & freeBytes; match != 0; match &= match - 1 {
-			if s := x.slots[g*8+uint32(bits.TrailingZeros64(match))/8]; s.col == col {
-				return s.cell, true
+			if i := grp.cell[bits.TrailingZeros64(match)/8]; cells[i].col == col {
+				return i, true
 			}
 		}
 		if free := c & freeBytes; free != 0 {
 			k := uint32(bits.TrailingZeros64(free)) &^ 7
-			x.ctrl[g] = c&^(0xFF<<k) | tag<<k
-			x.slots[g*8+k/8] = indexSlot{col: col, cell: cell}
-			if x.n++; 4*x.n > 3*len(x.slots) {
-				x.resize(2 * len(x.slots))
-			}
+			grp.ctrl = c&^(0xFF<<k) | tag<<k
+			grp.cell[k/8] = cell
+			x.n++
 			return cell, false
 		}
 	}
 }
 
-// put records col's cell at the slot a failed find returned.
-func (x *cellIndex) put(col, cell, at uint32) {
-	if x.ctrl == nil {
-		x.resize(minIndex)
-		_, at, _ = x.find(col)
+// full reports whether one more entry would make the table more than 7/8
+// full (or it has no table yet).
+func (x *cellIndex) full() bool { return x.n+1 > 7*len(x.groups) }
+
+// grow makes room for one more entry: a first table, or twice the size.
+// cells are the cells the entries point into.
+func (x *cellIndex) grow(cells []cell) {
+	if x.groups == nil {
+		x.resize(minIndex, cells)
+	} else {
+		x.resize(2*8*len(x.groups), cells)
+	}
+}
+
+// put records col's cell at the slot a failed find returned; cells are
+// the cells the entries point into, without the new one yet.
+func (x *cellIndex) put(col, cell, at uint32, cells []cell) {
+	if x.full() {
+		x.grow(cells)
+		_, at, _ = x.find(col, cells)
 	}
 	x.set(col, cell, at)
-	if x.n++; 4*x.n > 3*len(x.slots) {
-		x.resize(2 * len(x.slots))
-	}
+	x.n++
 }
 
 // set fills the free slot at.
 func (x *cellIndex) set(col, cell, at uint32) {
 	_, tag := x.hashCol(col)
 	shift := at % 8 * 8
-	g := &x.ctrl[at/8]
-	*g = *g&^(0xFF<<shift) | tag<<shift
-	x.slots[at] = indexSlot{col: col, cell: cell}
+	grp := &x.groups[at/8]
+	grp.ctrl = grp.ctrl&^(0xFF<<shift) | tag<<shift
+	grp.cell[at%8] = cell
 }
 
-// resize rehashes into size slots, a power of two, at least minIndex.
-func (x *cellIndex) resize(size int) {
-	oldCtrl, oldSlots := x.ctrl, x.slots
-	x.ctrl, x.slots = make([]uint64, size/8), make([]indexSlot, size)
-	for i := range x.ctrl {
-		x.ctrl[i] = freeBytes
+// resize rehashes into size slots, a power of two, at least minIndex;
+// cells are the cells the entries point into.
+func (x *cellIndex) resize(size int, cells []cell) {
+	old := x.groups
+	x.groups = make([]indexGroup, size/8)
+	for i := range x.groups {
+		x.groups[i].ctrl = freeBytes
 	}
 	x.shift = uint8(64 - bits.TrailingZeros(uint(size/8)))
-	for g, c := range oldCtrl {
-		for full := ^c & freeBytes; full != 0; full &= full - 1 {
-			s := oldSlots[g*8+bits.TrailingZeros64(full)/8]
-			_, at, _ := x.find(s.col)
-			x.set(s.col, s.cell, at)
+	mask := uint32(len(x.groups) - 1)
+	for _, og := range old {
+		for full := ^og.ctrl & freeBytes; full != 0; full &= full - 1 {
+			i := og.cell[bits.TrailingZeros64(full)/8]
+			col := cells[i].col
+			g, _ := x.hashCol(col)
+			for x.groups[g].ctrl&freeBytes == 0 { // distinct columns: the first free slot
+				g = (g + 1) & mask
+			}
+			x.set(col, i, g*8+uint32(bits.TrailingZeros64(x.groups[g].ctrl&freeBytes))/8)
 		}
 	}
 }
@@ -133,16 +159,16 @@ func (x *cellIndex) resize(size int) {
 func (x *cellIndex) reset() {
 	switch {
 	case x.n == 0:
-	case len(x.slots) > minIndex && 16*x.n < len(x.slots):
+	case 8*len(x.groups) > minIndex && 16*x.n < 8*len(x.groups):
 		size := minIndex
 		for size < 4*x.n {
 			size *= 2
 		}
-		x.ctrl, x.slots = nil, nil // the entries go with them
-		x.resize(size)
+		x.groups = nil
+		x.resize(size, nil)
 	default:
-		for i := range x.ctrl {
-			x.ctrl[i] = freeBytes
+		for i := range x.groups {
+			x.groups[i].ctrl = freeBytes
 		}
 	}
 	x.n = 0

@@ -25,42 +25,45 @@ func TestCellIndex(t *testing.T) {
 			var x cellIndex
 			for round, puts := range tc.puts {
 				want := map[uint32]uint32{}
+				var cells []cell // cell i is the i-th column put
 				for range puts {
 					col := rng.Uint32N(tc.cols)
 					w, in := want[col]
 					if rng.IntN(2) == 0 {
-						if cell, ok := x.findOrPut(col, uint32(len(want))); ok != in || ok && cell != w || !ok && cell != uint32(len(want)) {
+						if cell, ok := x.findOrPut(col, uint32(len(want)), cells); ok != in || ok && cell != w || !ok && cell != uint32(len(want)) {
 							t.Fatalf("%s seed %d round %d: findOrPut(%d, %d) = %d, %v; want %d, %v", tc.name, seed, round, col, len(want), cell, ok, w, in)
 						}
 						if !in {
 							want[col] = uint32(len(want))
+							cells = append(cells, cell{col: col})
 						}
 						continue
 					}
-					cell, at, ok := x.find(col)
-					if ok != in || ok && cell != w {
-						t.Fatalf("%s seed %d round %d: find(%d) = %d, %v; want %d, %v", tc.name, seed, round, col, cell, ok, w, in)
+					got, at, ok := x.find(col, cells)
+					if ok != in || ok && got != w {
+						t.Fatalf("%s seed %d round %d: find(%d) = %d, %v; want %d, %v", tc.name, seed, round, col, got, ok, w, in)
 					}
 					if !ok {
 						want[col] = uint32(len(want))
-						x.put(col, want[col], at)
+						x.put(col, want[col], at, cells)
+						cells = append(cells, cell{col: col})
 					}
 				}
 				for col, w := range want {
-					if cell, _, ok := x.find(col); !ok || cell != w {
+					if cell, _, ok := x.find(col, cells); !ok || cell != w {
 						t.Fatalf("%s seed %d round %d: find(%d) = %d, %v after the puts; want %d", tc.name, seed, round, col, cell, ok, w)
 					}
 				}
-				if x.n != len(want) || 4*x.n > 3*len(x.slots) {
-					t.Fatalf("%s: %d entries in %d slots, want %d at most 3/4 full", tc.name, x.n, len(x.slots), len(want))
+				if x.n != len(want) || 8*x.n > 7*8*len(x.groups) {
+					t.Fatalf("%s: %d entries in %d slots, want %d at most 7/8 full", tc.name, x.n, 8*len(x.groups), len(want))
 				}
-				size := len(x.slots)
+				size := 8 * len(x.groups)
 				x.reset()
-				if size > minIndex && len(want) > 0 && len(want)*16 < size && len(x.slots) >= size {
+				if size > minIndex && len(want) > 0 && len(want)*16 < size && 8*len(x.groups) >= size {
 					t.Errorf("%s round %d: %d slots for %d entries not shrunk on reset", tc.name, round, size, len(want))
 				}
 				for col := range want {
-					if _, _, ok := x.find(col); ok {
+					if _, _, ok := x.find(col, cells); ok {
 						t.Fatalf("%s: %d still found after reset", tc.name, col)
 					}
 				}

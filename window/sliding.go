@@ -242,7 +242,7 @@ func (w *Sliding) AddIndex(t int64, col uint32, value int64) error {
 	}
 	if w.inHead(t) && w.cellCount < w.maxCells { // addHead's fast path, spelled out: it does not inline
 		n := uint32(len(w.headCells))
-		if i, ok := w.head.findOrPut(col, n); ok {
+		if i, ok := w.head.findOrPut(col, n, w.headCells); ok {
 			return w.bump(&w.headCells[i], value)
 		}
 		w.headCells = append(w.headCells, cell{col: col, count: 1, sum: value})
@@ -279,7 +279,7 @@ func (w *Sliding) addAt(s int, col uint32, value int64) error {
 func (w *Sliding) addHead(col uint32, value int64) (uint32, error) {
 	if w.cellCount < w.maxCells { // a new cell has room: one probe
 		n := uint32(len(w.headCells))
-		if i, ok := w.head.findOrPut(col, n); ok {
+		if i, ok := w.head.findOrPut(col, n, w.headCells); ok {
 			return i, w.bump(&w.headCells[i], value)
 		}
 		w.headCells = append(w.headCells, cell{col: col, count: 1, sum: value})
@@ -287,7 +287,7 @@ func (w *Sliding) addHead(col uint32, value int64) (uint32, error) {
 		w.stats.Added++
 		return n, nil
 	}
-	if i, _, ok := w.head.find(col); ok {
+	if i, _, ok := w.head.find(col, w.headCells); ok {
 		return i, w.bump(&w.headCells[i], value)
 	}
 	w.stats.CellsFull++
@@ -298,7 +298,7 @@ func (w *Sliding) addHead(col uint32, value int64) (uint32, error) {
 // the total, which that pane was folded into when it closed.
 func (w *Sliding) addLate(s int, col uint32, value int64) error {
 	p := &w.panes[s]
-	i, at, ok := p.late.find(col)
+	i, at, ok := p.late.find(col, p.cells)
 	if ok {
 		if err := w.bump(&p.cells[i], value); err != nil {
 			return err
@@ -308,7 +308,7 @@ func (w *Sliding) addLate(s int, col uint32, value int64) error {
 			w.stats.CellsFull++
 			return ErrCellsFull
 		}
-		p.late.put(col, uint32(len(p.cells)), at)
+		p.late.put(col, uint32(len(p.cells)), at, p.cells)
 		p.cells = append(p.cells, cell{col: col, count: 1, sum: value})
 		w.cellCount++
 		w.stats.Added++
@@ -412,7 +412,7 @@ func (w *Sliding) expire(col uint32, count uint64, sum int64) {
 
 // headCell returns col's cell in the newest pane, if it has one.
 func (w *Sliding) headCell(col uint32) (cell, bool) {
-	if i, _, ok := w.head.find(col); ok {
+	if i, _, ok := w.head.find(col, w.headCells); ok {
 		return w.headCells[i], true
 	}
 	return cell{}, false
