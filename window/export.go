@@ -46,6 +46,7 @@ func (w *Sliding) exportPane(age int, t int64, f func(Cell) bool) bool {
 		return f(Cell{Pane: t, Key: k, Value: Value{Count: uint64(e.count), Sum: e.sum}})
 	}
 	if age == 0 {
+		w.settle()
 		for _, e := range w.headCells {
 			if !give(e) {
 				return false
@@ -89,6 +90,7 @@ func (w *Sliding) Import(c Cell) error {
 	}
 	cells, index := &w.panes[s].cells, &w.panes[s].late
 	if s == w.clock.slot {
+		w.settle()
 		cells, index = &w.headCells, &w.head
 	}
 	i, at, ok := index.find(col, *cells)
@@ -102,6 +104,9 @@ func (w *Sliding) Import(c Cell) error {
 	case w.cellCount >= w.maxCells:
 		w.stats.CellsFull++
 		return ErrCellsFull
+	case s == w.clock.slot:
+		index.put(col, uint32(len(*cells)), at, *cells)
+		w.putHead(cell{col: col, count: uint32(c.Count), sum: c.Sum})
 	default:
 		index.put(col, uint32(len(*cells)), at, *cells)
 		*cells = append(*cells, cell{col: col, count: uint32(c.Count), sum: c.Sum})

@@ -405,25 +405,29 @@ func TestSlidingAgainstModel(t *testing.T) {
 		keys int
 		base int64
 		big  bool // values of any size, most sums too big to pack
+		few  bool // read the window one step in 8: updates pile up in headDups
 	}{
-		{Config{Size: 40, Pane: 10}, Limits{MaxKeys: 100}, 6, 0, false},
-		{Config{Size: 10, Pane: 10}, Limits{MaxKeys: 100}, 4, -1000, false},
-		{Config{Size: 21, Pane: 3, MaxAhead: 9}, Limits{MaxKeys: 100}, 8, -50, false},
-		{Config{Size: 7, Pane: 1}, Limits{MaxKeys: 3}, 6, 1 << 40, false},
-		{Config{Size: 50, Pane: 10}, Limits{MaxKeys: 5, MaxCells: 7}, 8, 17, false},
-		{Config{Size: 60, Pane: 5, MaxAhead: 5}, Limits{MaxKeys: 4, MaxCells: 20}, 10, -3, false},
-		{Config{Size: 40, Pane: 10}, Limits{MaxKeys: 100}, 6, 0, true},
-		{Config{Size: 30, Pane: 3}, Limits{MaxKeys: 3, MaxCells: 12}, 5, 7, true},
+		{Config{Size: 40, Pane: 10}, Limits{MaxKeys: 100}, 6, 0, false, false},
+		{Config{Size: 10, Pane: 10}, Limits{MaxKeys: 100}, 4, -1000, false, false},
+		{Config{Size: 21, Pane: 3, MaxAhead: 9}, Limits{MaxKeys: 100}, 8, -50, false, false},
+		{Config{Size: 7, Pane: 1}, Limits{MaxKeys: 3}, 6, 1 << 40, false, false},
+		{Config{Size: 50, Pane: 10}, Limits{MaxKeys: 5, MaxCells: 7}, 8, 17, false, false},
+		{Config{Size: 60, Pane: 5, MaxAhead: 5}, Limits{MaxKeys: 4, MaxCells: 20}, 10, -3, false, false},
+		{Config{Size: 40, Pane: 10}, Limits{MaxKeys: 100}, 6, 0, true, false},
+		{Config{Size: 30, Pane: 3}, Limits{MaxKeys: 3, MaxCells: 12}, 5, 7, true, false},
+		{Config{Size: 40, Pane: 10}, Limits{MaxKeys: 100}, 6, 0, false, true},
+		{Config{Size: 50, Pane: 10}, Limits{MaxKeys: 5, MaxCells: 7}, 8, 17, true, true},
+		{Config{Size: 7, Pane: 1}, Limits{MaxKeys: 3}, 6, 1 << 40, false, true},
 	} {
 		for seed := range uint64(6) {
-			t.Run(fmt.Sprintf("%+v/%+v/big=%v/seed=%d", tc.cfg, tc.lim, tc.big, seed), func(t *testing.T) {
-				checkAgainstModel(t, tc.cfg, tc.lim, tc.keys, tc.base, tc.big, seed)
+			t.Run(fmt.Sprintf("%+v/%+v/big=%v/few=%v/seed=%d", tc.cfg, tc.lim, tc.big, tc.few, seed), func(t *testing.T) {
+				checkAgainstModel(t, tc.cfg, tc.lim, tc.keys, tc.base, tc.big, tc.few, seed)
 			})
 		}
 	}
 }
 
-func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int64, big bool, seed uint64) {
+func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int64, big, few bool, seed uint64) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	w, err := New(cfg, lim)
@@ -491,6 +495,13 @@ func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int
 		}
 		if got != want {
 			t.Fatalf("step %d %s = %v, want %v", step, what, got, want)
+		}
+		if few && rng.IntN(8) != 0 {
+			gs, ws := w.Stats(), m.wantStats()
+			if gs.Reclaimed = 0; gs != ws {
+				t.Fatalf("step %d %s: Stats = %+v,\n want %+v", step, what, gs, ws)
+			}
+			continue
 		}
 		for _, k := range keys {
 			if g, wv := w.Get([]byte(k)), m.value(k); g != wv {
@@ -688,6 +699,161 @@ func TestSlidingPackedCells(t *testing.T) {
 	for i := range cases {
 		if got := w.Get([]byte(fmt.Sprint("k", i))); got != (Value{}) {
 			t.Errorf("expired: Get(k%d) = %+v", i, got)
+		}
+	}
+}
+
+// TestSlidingHeadDups: repeated columns of the newest pane wait in
+// headDups until a read or until they outnumber a quarter of the cells (and minDups),
+// and the pane is indexed from then on; or they wait until the pane
+// closes. Each way the counts come out exact. Past 2^32-2 updates in the
+// pane they go straight to their cells, which refuse the one that would
+// overflow.
+func TestSlidingHeadDups(t *testing.T) {
+	w, err := New(Config{Size: 30, Pane: 10}, Limits{MaxKeys: 10, MaxCells: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols [4]uint32
+	for i := range cols {
+		cols[i], err = w.Column([]byte(fmt.Sprint("k", i)))
+		must(t, err)
+	}
+	var want [4]Value
+	add := func(at int64, k int, v int64) {
+		t.Helper()
+		if k%2 == 0 {
+			must(t, w.AddIndex(at, cols[k], v))
+		} else {
+			must(t, w.Add(at, []byte(fmt.Sprint("k", k)), v))
+		}
+		want[k].Count++
+		want[k].Sum += v
+	}
+	check := func(when string) {
+		t.Helper()
+		for k := range cols {
+			if got := w.GetIndex(cols[k]); got != want[k] {
+				t.Errorf("%s: k%d = %+v, want %+v", when, k, got, want[k])
+			}
+		}
+	}
+	for i := range 3000 { // more repeats than minDups: settled on the way
+		add(1, i%3, int64(i))
+		if i == minDups && (w.indexing || len(w.headDups) == 0) { // k1's go to its cell by Add's hint
+			t.Errorf("%d updates of 3 columns: indexing %v, %d waiting", i+1, w.indexing, len(w.headDups))
+		}
+	}
+	if !w.indexing || len(w.headDups) != 0 || w.indexed != 3 {
+		t.Errorf("after 3000 updates: indexing %v, %d waiting, %d indexed", w.indexing, len(w.headDups), w.indexed)
+	}
+	add(2, 3, 1<<40) // a new cell, indexed at once
+	add(3, 3, 1)
+	if w.indexed != 4 || len(w.headDups) != 0 {
+		t.Errorf("indexing: %d indexed, %d waiting", w.indexed, len(w.headDups))
+	}
+	w.Advance(10) // pane 0 closes
+	check("pane 0 closed")
+	pane0 := want
+	for i := range 20 { // pane 1: repeats wait, unread, until it closes
+		add(11, i%4, int64(i)<<30)
+	}
+	if w.indexing || len(w.headDups) != 8 { // k0's and k2's: k1 and k3 go to their cells by hint
+		t.Fatalf("pane 1: indexing %v, %d waiting; want 8 waiting", w.indexing, len(w.headDups))
+	}
+	w.Advance(20) // pane 1 closes with them
+	if s := w.Stats(); s.Cells != 8 || s.Live != 4 || w.headMark[0] != 0 {
+		t.Errorf("pane 1 closed: Stats = %+v, marks %#x; want 8 cells, 4 live, no marks", s, w.headMark[0])
+	}
+	check("pane 1 closed")
+	// Pane 2: cells full; a repeat needs no cell, and settles the pane.
+	must(t, w.Add(21, []byte("k4"), 1))
+	if err := w.Add(21, []byte("k5"), 1); !errors.Is(err, ErrCellsFull) {
+		t.Errorf("a new cell with MaxCells in use = %v, want ErrCellsFull", err)
+	}
+	must(t, w.Add(22, []byte("k4"), 1))
+	if got := w.Get([]byte("k4")); got != (Value{2, 2}) || !w.indexing {
+		t.Errorf("k4 = %+v, indexing %v; want 2, 2 and indexing", got, w.indexing)
+	}
+	// Pane 3: pane 0 expires; the updates to 2^32-1.
+	w.Advance(30)
+	for k := range want {
+		want[k].Count -= pane0[k].Count
+		want[k].Sum -= pane0[k].Sum
+	}
+	check("pane 0 expired")
+	add(31, 0, 5)
+	add(32, 0, 6)
+	w.headAdded = math.MaxUint32 - 1
+	add(33, 2, 7) // the last that may wait
+	add(33, 2, 8) // settles, then to its cell
+	if !w.indexing {
+		t.Error("not indexing after 2^32-1 updates")
+	}
+	check("pane 3, 2^32-1 updates")
+	i, _, ok := w.head.find(cols[0], w.headCells)
+	if !ok {
+		t.Fatal("k0 not indexed")
+	}
+	want[0].Count += math.MaxUint32 - 1 - uint64(w.headCells[i].count)
+	w.headCells[i].count = math.MaxUint32 - 1
+	add(34, 0, 1)
+	if err := w.AddIndex(34, cols[0], 1); !errors.Is(err, ErrOverflow) {
+		t.Errorf("AddIndex at 2^32-1 = %v, want ErrOverflow", err)
+	}
+	check("pane 3, overflow refused")
+	w.Advance(70)
+	if s := w.Stats(); s.Cells != 0 || s.Live != 0 || w.headAdded != 0 || w.headMark[0] != 0 {
+		t.Errorf("after expiry: Stats = %+v, head count %d, marks %#x", s, w.headAdded, w.headMark[0])
+	}
+}
+
+// TestSlidingHeadMarksSparse: a pane with few cells for its columns
+// clears its cells' marks one by one as it closes, repeats waiting or
+// not; one with many clears them all. Either way no mark is left, and the
+// window reads as a plain count of the updates.
+func TestSlidingHeadMarksSparse(t *testing.T) {
+	const keys = 5000
+	w, err := New(Config{Size: 40, Pane: 10}, Limits{MaxKeys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if _, err := w.Column([]byte(fmt.Sprint("k", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	type upd struct {
+		t   int64
+		col uint32
+		v   int64
+	}
+	var all []upd
+	for p := range int64(12) {
+		cells := []int{3, 2, 400, 1}[p%4] // 16 × cells against 157 words of marks
+		for range 3 * cells {
+			u := upd{p*10 + rng.Int64N(10), uint32(rng.IntN(cells)) * 7, rng.Int64N(1000)}
+			must(t, w.AddIndex(u.t, u.col, u.v))
+			all = append(all, u)
+		}
+		w.Advance((p + 1) * 10) // closes pane p unread
+		for i, m := range w.headMark {
+			if m != 0 {
+				t.Fatalf("after pane %d closed: mark word %d = %#x", p, i, m)
+			}
+		}
+		want := map[uint32]Value{}
+		for _, u := range all {
+			if u.t >= (p-2)*10 {
+				v := want[u.col]
+				want[u.col] = Value{v.Count + 1, v.Sum + u.v}
+			}
+		}
+		for col := range uint32(keys) {
+			if got := w.GetIndex(col); got != want[col] {
+				t.Fatalf("after pane %d: column %d = %+v, want %+v", p, col, got, want[col])
+			}
 		}
 	}
 }
