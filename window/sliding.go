@@ -457,9 +457,9 @@ func (w *Sliding) fold(col uint32, count uint32, sum int64) {
 // (emptied when it last expired); the head cells and index start over for
 // the next newest pane, in the same buffers, which stay in cache. The
 // updates still in headDups are summed per column first, and each cell
-// that a small filter of their columns lets through looks its sum up, in
-// a pass that also clears the cells' marks, unless the pane has so many
-// cells for the columns that clearing all the marks at once costs less.
+// that a small filter of their columns lets through looks its sum up as
+// it is folded. The cells' marks are cleared one by one, or all at once
+// where the pane has so many cells for the columns that that costs less.
 func (w *Sliding) closeHead(s int) {
 	p := &w.panes[s]
 	sums, filter := w.dupSums[:0], w.dupFilter[:0]
@@ -472,9 +472,9 @@ func (w *Sliding) closeHead(s int) {
 		}
 	}
 	var shift uint8
-	if len(sums) > 0 { // 8 to 16 bits a column, at least 512
-		words := 8
-		for 64*words < 8*len(sums) {
+	if len(sums) > 0 { // 32 to 64 bits a column, at least 4096
+		words := 64
+		for 64*words < 32*len(sums) {
 			words *= 2
 		}
 		if cap(filter) < words {
@@ -489,23 +489,11 @@ func (w *Sliding) closeHead(s int) {
 		}
 	}
 	clearAll := 16*len(w.headCells) >= len(w.headMark)
-	if len(sums) > 0 || !clearAll {
-		for i := range w.headCells {
-			e := &w.headCells[i]
-			if len(sums) > 0 {
-				if h := uint64(e.col) * 0x9E3779B97F4A7C15 >> shift; filter[h/64]&(1<<(h%64)) != 0 {
-					if j, _, ok := w.dupIndex.find(e.col, sums); ok {
-						e.count += sums[j].count // below 2^32: the pane took fewer updates
-						e.sum += sums[j].sum
-					}
-				}
-			}
-			if !clearAll {
-				w.headMark[e.col/32] &^= 3 << (e.col % 32 * 2)
-			}
+	if !clearAll {
+		for _, e := range w.headCells {
+			w.headMark[e.col/32] &^= 3 << (e.col % 32 * 2)
 		}
-	}
-	if clearAll {
+	} else {
 		clear(w.headMark)
 	}
 	packed := p.packed
@@ -517,6 +505,14 @@ func (w *Sliding) closeHead(s int) {
 		}
 		w.touched += sum
 		for _, e := range chunk {
+			if len(sums) > 0 {
+				if h := uint64(e.col) * 0x9E3779B97F4A7C15 >> shift; filter[h/64]&(1<<(h%64)) != 0 {
+					if j, _, ok := w.dupIndex.find(e.col, sums); ok {
+						e.count += sums[j].count // below 2^32: the pane took fewer updates
+						e.sum += sums[j].sum
+					}
+				}
+			}
 			w.fold(e.col, e.count, e.sum)
 			if x, ok := packCell(e); ok {
 				packed = append(packed, x)
