@@ -156,7 +156,7 @@ type Sliding struct {
 	panes      []pane
 	headCells  []cell    // the newest pane's cells, in the order first touched
 	headDups   []cell    // updates of columns with a head cell, not yet in it
-	headMark   []uint64  // 2 bits per column: has one of headCells[:marked], has headDups
+	headMark   []uint64  // 2 bits per column: has a head cell (one of headCells[:marked] once indexed), has headDups
 	marked     int       // the head cells made before the pane was indexed
 	head       cellIndex // column → cell in headCells[:indexed]
 	indexed    int
@@ -235,7 +235,10 @@ func (w *Sliding) Add(t int64, key []byte, value int64) error {
 	if s != w.clock.slot {
 		return w.addLate(s, col, value)
 	}
-	if cells := w.headCells; e.hint < uint32(len(cells)) && cells[e.hint].col == col {
+	// The hint path leaves the pane unsettled, so it keeps headAdded below
+	// 2^32-1 as addHead does: a repeat waiting aside is added to this cell
+	// when the pane settles.
+	if cells := w.headCells; e.hint < uint32(len(cells)) && cells[e.hint].col == col && (w.indexing || w.headAdded < math.MaxUint32) {
 		if err := w.bump(&cells[e.hint], value); err != nil { // a column has one cell in the newest pane
 			return err
 		}
