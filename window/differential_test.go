@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -82,18 +81,8 @@ func TestSlidingAgainstModelMoves(t *testing.T) {
 }
 
 func modelRun(t *testing.T, cfg Config, lim Limits, nkeys int, big, swap bool, seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 0xbeef))
-	w, err := New(cfg, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := int64(cfg.Size / cfg.Pane)
-	m := newModel(cfg, lim, n)
-	width := int64(cfg.Pane)
-	keys := make([]string, nkeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("k%d", i)
-	}
+	rng, w, m, keys := againstModel(t, cfg, lim, nkeys, seed, 0xbeef)
+	n, width := int64(cfg.Size/cfg.Pane), int64(cfg.Pane)
 	hot := keys[:min(5, len(keys))]
 	swapped := false
 	value := func() int64 {
@@ -168,7 +157,7 @@ func modelRun(t *testing.T, cfg Config, lim Limits, nkeys int, big, swap bool, s
 			}
 			what = fmt.Sprintf("Import(%d,%s,%d,%d)", tm, key, cnt, v)
 			got = w.Import(Cell{Pane: tm, Key: key, Value: Value{Count: cnt, Sum: v}})
-			want = modelImport(m, tm, key, cnt, v)
+			want = m.addCount(tm, key, cnt, v)
 		case r < 47:
 			what = "Get " + key
 			if g, wv := w.Get([]byte(key)), m.value(key); g != wv {
@@ -240,39 +229,6 @@ func modelRun(t *testing.T, cfg Config, lim Limits, nkeys int, big, swap bool, s
 		}
 	}
 	fullCheck(-1, "end", w)
-}
-
-// modelImport is Import in the model: Count updates, the first with the
-// sum, the others with 0, in one cell.
-func modelImport(m *model, t int64, key string, cnt uint64, sum int64) error {
-	if err := m.move(t); err != nil {
-		return err
-	}
-	if err := m.intern(key); err != nil {
-		return err
-	}
-	p := m.pane(t)
-	late := p != m.head
-	hasCell := false
-	for _, e := range m.events {
-		if e.key == key && e.late == late && m.inWindow(e.t) && m.pane(e.t) == p {
-			hasCell = true
-			break
-		}
-	}
-	if !hasCell && m.cells() >= m.maxCells {
-		m.stats.CellsFull++
-		return ErrCellsFull
-	}
-	for i := range cnt {
-		v := int64(0)
-		if i == 0 {
-			v = sum
-		}
-		m.events = append(m.events, event{t, key, v, late})
-	}
-	m.stats.Added += cnt
-	return nil
 }
 
 // modelSeeds is how many seeded runs each case of TestSlidingAgainstModelMoves takes.

@@ -153,6 +153,12 @@ func (m *model) intern(key string) error {
 }
 
 func (m *model) add(t int64, key string, value int64) error {
+	return m.addCount(t, key, 1, value)
+}
+
+// addCount adds cnt updates of key at t into one cell, the first with sum,
+// the others with 0: an Add, or an Import of a cell.
+func (m *model) addCount(t int64, key string, cnt uint64, sum int64) error {
 	if err := m.move(t); err != nil {
 		return err
 	}
@@ -172,8 +178,14 @@ func (m *model) add(t int64, key string, value int64) error {
 		m.stats.CellsFull++
 		return ErrCellsFull
 	}
-	m.events = append(m.events, event{t, key, value, late})
-	m.stats.Added++
+	for i := range cnt {
+		v := int64(0)
+		if i == 0 {
+			v = sum
+		}
+		m.events = append(m.events, event{t, key, v, late})
+	}
+	m.stats.Added += cnt
 	return nil
 }
 

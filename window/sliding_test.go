@@ -427,20 +427,25 @@ func TestSlidingAgainstModel(t *testing.T) {
 	}
 }
 
-func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int64, big, few bool, seed uint64) {
+// againstModel starts a window and its model alike, with nkeys keys
+// named k0, k1, …, and a generator seeded by seed and stream.
+func againstModel(t *testing.T, cfg Config, lim Limits, nkeys int, seed, stream uint64) (*rand.Rand, *Sliding, *model, []string) {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	w, err := New(cfg, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := int64(cfg.Size / cfg.Pane)
-	m := newModel(cfg, lim, n)
-	width := int64(cfg.Pane)
 	keys := make([]string, nkeys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("k%d", i)
 	}
+	return rand.New(rand.NewPCG(seed, stream)), w, newModel(cfg, lim, int64(cfg.Size/cfg.Pane)), keys
+}
+
+func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int64, big, few bool, seed uint64) {
+	t.Helper()
+	rng, w, m, keys := againstModel(t, cfg, lim, nkeys, seed, 0x5eed)
+	n, width := int64(cfg.Size/cfg.Pane), int64(cfg.Pane)
 	for step := range 600 {
 		head := base
 		if m.started {
