@@ -155,10 +155,14 @@ func (x *cellIndex) resize(size int, cells []cell) {
 
 // reset empties the index for the pane's next use. A table that held less
 // than a sixteenth of its size (a burst's) is reallocated smaller, so that
-// clearing it does not cost more than the pane's own cells.
+// clearing it does not cost more than the pane's own cells; one that held
+// nothing (a newest pane nobody read) is let go.
 func (x *cellIndex) reset() {
 	switch {
 	case x.n == 0:
+		if 8*len(x.groups) > minIndex {
+			x.groups = nil
+		}
 	case 8*len(x.groups) > minIndex && 16*x.n < 8*len(x.groups):
 		size := minIndex
 		for size < 4*x.n {
