@@ -33,21 +33,14 @@ func TestGCPercent(t *testing.T) {
 // the old one back when stopped, leaves no goroutine, and keeps off when
 // the environment sets GOGC.
 func TestTuneGC(t *testing.T) {
-	if os.Getenv("GOGC") != "" {
-		t.Skip("GOGC is set: the tuner keeps off, as TestTuneGCKeepsOff checks")
-	}
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	old := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(old)
+	tunerTest(t)
 	stop := tuneGC(1<<40, time.Millisecond)
 	time.Sleep(5 * time.Millisecond)
-	if p := debug.SetGCPercent(-1); p <= 100 {
+	if p := percent(); p <= 100 {
 		t.Errorf("percentage %d under the tuner, want more than 100", p)
-	} else {
-		debug.SetGCPercent(p)
 	}
 	stop()
-	if p := debug.SetGCPercent(100); p != 100 {
+	if p := percent(); p != 100 {
 		t.Errorf("percentage %d after the tuner stopped, want 100", p)
 	}
 }
@@ -57,7 +50,7 @@ func TestTuneGCKeepsOff(t *testing.T) {
 	old := debug.SetGCPercent(150)
 	defer debug.SetGCPercent(old)
 	tuneGC(1<<40, time.Millisecond)()
-	if p := debug.SetGCPercent(150); p != 150 {
+	if p := percent(); p != 150 {
 		t.Errorf("percentage %d with GOGC=150 set, want 150", p)
 	}
 }
@@ -66,12 +59,7 @@ func TestTuneGCKeepsOff(t *testing.T) {
 // percentage the first found comes back when the last stops, whichever
 // order they stop in, and a stop called twice counts once.
 func TestTuneGCOverlapping(t *testing.T) {
-	if os.Getenv("GOGC") != "" {
-		t.Skip("GOGC is set: the tuner keeps off, as TestTuneGCKeepsOff checks")
-	}
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	old := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(old)
+	tunerTest(t)
 	for _, order := range []string{"first ends first", "last ends first"} {
 		t.Run(order, func(t *testing.T) {
 			stop1 := tuneGC(1<<40, time.Hour)
@@ -83,16 +71,37 @@ func TestTuneGCOverlapping(t *testing.T) {
 				stop2()
 				stop2()
 			}
-			if p := debug.SetGCPercent(-1); p <= 100 {
+			if p := percent(); p <= 100 {
 				t.Errorf("percentage %d while a tuner runs, want more than 100", p)
-			} else {
-				debug.SetGCPercent(p)
 			}
 			stop1()
 			stop2()
-			if p := debug.SetGCPercent(100); p != 100 {
+			if p := percent(); p != 100 {
 				t.Errorf("percentage %d after both tuners stopped, want 100", p)
 			}
 		})
 	}
+}
+
+// tunerTest skips a test of the tuner when GOGC is set, checks that it
+// leaves no goroutine, and starts it at GOGC 100, putting the percentage
+// back afterwards.
+func tunerTest(t *testing.T) {
+	t.Helper()
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set: the tuner keeps off, as TestTuneGCKeepsOff checks")
+	}
+	ignore := goleak.IgnoreCurrent()
+	old := debug.SetGCPercent(100)
+	t.Cleanup(func() {
+		debug.SetGCPercent(old)
+		goleak.VerifyNone(t, ignore)
+	})
+}
+
+// percent reads the collector's percentage.
+func percent() int {
+	p := debug.SetGCPercent(-1)
+	debug.SetGCPercent(p)
+	return p
 }
