@@ -25,6 +25,8 @@ type Node struct {
 	// then stop, and a restart joins as a new member. Nil for providers
 	// that never say so.
 	Lost <-chan error
+	// alone: an embedded member, with no one to hand its grains over to.
+	alone bool
 }
 
 // StartEmbedded starts a single-member cluster in this process with the
@@ -47,11 +49,17 @@ func StartEmbedded(name string, kinds []*pcluster.Kind, log *logrus.Logger) (n *
 		stopStarted(c)
 		return nil, fmt.Errorf("cluster: starting embedded member: %w", err)
 	}
-	return &Node{System: sys, Cluster: c}, nil
+	return &Node{System: sys, Cluster: c, alone: true}, nil
 }
 
-// Stop leaves the cluster. An embedded member has no one to hand over to,
-// so it stops at once.
+// Stop leaves the cluster and stops the member. An embedded member has no
+// one to hand its grains over to, so it stops at once; any other takes
+// Proto.Actor's graceful shutdown, which waits two seconds for the grains'
+// ownership to move.
 func (n *Node) Stop() {
-	n.Cluster.Shutdown(false)
+	if n.alone {
+		stopMember(n.Cluster)
+		return
+	}
+	n.Cluster.Shutdown(true)
 }

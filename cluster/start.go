@@ -6,6 +6,7 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // initKinds is Proto.Actor's own step of StartMember that activates the
@@ -34,4 +35,19 @@ func startMember(c *pcluster.Cluster) error {
 	c.PubSub.Start()
 	c.MemberList.InitializeTopologyConsensus()
 	return cfg.ClusterProvider.StartMember(c)
+}
+
+// stopMember does what Proto.Actor's Cluster.Shutdown(true) does, in the
+// same order, without the fixed two-second sleep in its middle (no option
+// turns it off either) and without its second IdentityLookup.Shutdown,
+// which logs an error. The sleep lets the grains' ownership move to the
+// other members; an embedded member has none.
+func stopMember(c *pcluster.Cluster) {
+	c.Gossip.SetState(pcluster.GracefullyLeftKey, &emptypb.Empty{})
+	c.ActorSystem.Shutdown()
+	_ = c.Config.ClusterProvider.Shutdown(true)
+	c.IdentityLookup.Shutdown()
+	c.Gossip.Shutdown()
+	c.Remote.Shutdown(true)
+	c.Logger().Info("Stopped Proto.Actor cluster", slog.String("address", c.ActorSystem.Address()))
 }

@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 	left := false
 	defer func() {
 		if !left {
-			node.Cluster.Shutdown(true)
+			node.Stop()
 		}
 	}()
 	if cfg.Cluster.Provider != "embedded" {
@@ -209,7 +209,7 @@ func serve(ctx context.Context, cfg Config, rt *actors.Runtime, node *cluster.No
 	case <-ctx.Done():
 	case err := <-served: // a task's error
 		stop()
-		node.Cluster.Shutdown(true)
+		node.Stop()
 		return err
 	}
 	if cfg.Cluster.Provider == "embedded" {

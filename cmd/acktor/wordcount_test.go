@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -218,5 +219,39 @@ func TestOutputKeptOnFailure(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(out); string(b) != "a\t1\nb\t1\nc\t1\n" {
 		t.Fatalf("after a run the output holds %q", b)
+	}
+}
+
+// BenchmarkWordcountOneLine runs `acktor wordcount` over a one-line file as
+// a process of its own, as a user runs it ("one-line": start an embedded
+// member, count, write, stop), and, in the same run, `acktor wordcount
+// --help` ("help": the same binary starting and exiting with no member).
+// The difference is what a member's start and stop cost a short job.
+func BenchmarkWordcountOneLine(b *testing.B) {
+	dir := b.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(in, []byte("the quick brown fox\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.txt")
+	for _, bc := range []struct {
+		name string
+		args []string
+	}{
+		{"help", []string{"wordcount", "--help"}},
+		{"one-line", []string{"wordcount", "--input", in, "--output", out}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				cmd := exec.Command(os.Args[0], bc.args...)
+				cmd.Env = append(os.Environ(), asMain+"=1")
+				if got, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("%v: %v\n%s", bc.args, err, got)
+				}
+			}
+		})
+	}
+	if got, err := os.ReadFile(out); err != nil || !strings.Contains(string(got), "fox\t1") {
+		b.Fatalf("output %q, %v", got, err)
 	}
 }
