@@ -35,8 +35,8 @@ func TestEmbeddedServesAtOnce(t *testing.T) {
 
 // BenchmarkStartEmbedded starts and stops an embedded member ("acktor"),
 // and, in the same run, a member of the same configuration through
-// Proto.Actor's StartMember ("protoactor"), which ends with a fixed
-// one-second sleep.
+// Proto.Actor's StartMember and graceful Shutdown ("protoactor"), which
+// sleep a fixed second and two.
 func BenchmarkStartEmbedded(b *testing.B) {
 	quiet := logrus.New()
 	quiet.SetOutput(io.Discard)
@@ -57,7 +57,7 @@ func BenchmarkStartEmbedded(b *testing.B) {
 			c := pcluster.New(sys, pcluster.Configure("b", test.NewTestProvider(test.NewInMemAgent()), Placement(),
 				remote.Configure("127.0.0.1", 0)))
 			c.StartMember()
-			c.Shutdown(false)
+			c.Shutdown(true)
 		}
 	})
 }
