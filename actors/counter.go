@@ -158,6 +158,8 @@ type Counter struct {
 	seen *window.Seen // the content ids applied, per pane (ExactlyOnce)
 	st   messages.CounterResult
 	sk   *keySketches // Distinct and Repeats, if asked for
+	keys []string     // warm's, kept for the next batch
+	sink uint64       // warm's loads
 }
 
 // NewCounter makes the processor of one counter task.
@@ -187,6 +189,19 @@ func (k *Counter) Process(t *Tuple, c *Collector) {
 		return
 	}
 	c.Ack(t)
+}
+
+// warm loads the window's lines that ts's keys will touch (Sliding.Warm).
+func (k *Counter) warm(ts []Tuple) {
+	keys := k.keys[:0]
+	for i := range ts {
+		if vals := ts[i].Values(); k.o.Key < len(vals) {
+			keys = append(keys, vals[k.o.Key])
+		}
+	}
+	k.sink += k.w.Warm(keys)
+	clear(keys)
+	k.keys = keys
 }
 
 // apply folds t into the window; an error means t was refused.

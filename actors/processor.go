@@ -208,6 +208,9 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 	if rep != nil {
 		rep.capturing = true
 	}
+	if c, ok := p.user.(counted); ok {
+		c.counter().warm(ts)
+	}
 	for i := range ts {
 		p.process(&ts[i])
 	}

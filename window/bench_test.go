@@ -412,3 +412,90 @@ func BenchmarkMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWarm: batches of 512 updates by string key, as a counter task
+// gets them, into two windows fed the same batches in the same loop: one
+// warmed a batch at a time first (Warm), one not. Which goes first
+// alternates, and each is timed on its own, so that a noisy machine slows
+// both alike. It reports each one's ns an update and warm/plain. The keys:
+// 50 000 Zipf-distributed (s = 1.1, the word count's vocabulary) and 1M
+// uniform; the windows count the whole input (a word count's) or 1 h of
+// 1 s panes.
+func BenchmarkWarm(b *testing.B) {
+	const batch = 512
+	wholeInput := Config{Size: 1 << 62, Pane: 1 << 62} // one pane, as a counter without a window has
+	for _, bc := range []struct {
+		name string
+		keys int
+		zipf bool
+		cfg  Config
+	}{
+		{"keys=50k-zipf1.1/whole-input", 50_000, true, wholeInput},
+		{"keys=1M-uniform/whole-input", benchKeys, false, wholeInput},
+		{"keys=50k-zipf1.1/window=1h/pane=1s", 50_000, true, Config{Size: time.Hour, Pane: time.Second}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(5, 6))
+			zipf, perm := rand.NewZipf(rng, 1.1, 1, uint64(bc.keys-1)), rng.Perm(bc.keys)
+			names := make([]string, bc.keys)
+			var buf [12]byte
+			for i := range names {
+				names[i] = string(benchKey(&buf, uint32(i)))
+			}
+			stream := make([]string, 1<<20)
+			for i := range stream {
+				if bc.zipf {
+					stream[i] = names[perm[zipf.Uint64()]]
+				} else {
+					stream[i] = names[rng.IntN(bc.keys)]
+				}
+			}
+			var ws [2]*Sliding
+			for i := range ws {
+				w, err := New(bc.cfg, Limits{MaxKeys: bc.keys})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ws[i] = w
+			}
+			var spent [2]time.Duration
+			var now int64
+			feed := func(w *Sliding, keys []string, warm bool) time.Duration {
+				start := time.Now()
+				if warm {
+					w.Warm(keys)
+				}
+				for j, k := range keys {
+					if err := w.AddString(now+int64(j)*benchStep, k, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(start)
+			}
+			for i := range len(stream) / batch { // every key in, before the clock starts
+				keys := stream[i*batch : (i+1)*batch]
+				feed(ws[0], keys, false)
+				feed(ws[1], keys, false)
+				now += batch * benchStep
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				from := i * batch & (len(stream) - 1)
+				keys := stream[from : from+batch]
+				first := i % 2
+				for k := range 2 {
+					j := (first + k) % 2
+					spent[j] += feed(ws[j], keys, j == 1)
+				}
+				now += batch * benchStep
+			}
+			n := float64(b.N) * batch
+			b.ReportMetric(float64(spent[0].Nanoseconds())/n, "plain-ns/update")
+			b.ReportMetric(float64(spent[1].Nanoseconds())/n, "warm-ns/update")
+			b.ReportMetric(float64(spent[1])/float64(spent[0]), "x-plain")
+			if s0, s1 := ws[0].Stats(), ws[1].Stats(); s0 != s1 {
+				b.Fatalf("the warmed window's stats %+v, the other's %+v", s1, s0)
+			}
+		})
+	}
+}

@@ -485,6 +485,9 @@ func checkAgainstModel(t *testing.T, cfg Config, lim Limits, nkeys int, base int
 			what = fmt.Sprintf("Column(%s)", key)
 			_, got = w.Column([]byte(key))
 			want = m.intern(key)
+		case r == 2: // changes nothing, known keys or not
+			what = fmt.Sprintf("Warm(%s, unknown)", key)
+			w.Warm([]string{key, "unknown", key})
 		case r < 10:
 			what = fmt.Sprintf("AddIndex(%d, %s, %d)", tm, key, value)
 			col, ok := w.Lookup([]byte(key))
@@ -557,12 +560,14 @@ func TestSlidingSteadyStateAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := make([][]byte, 64)
+	keys, skeys := make([][]byte, 64), make([]string, 64)
 	for i := range keys {
 		keys[i] = fmt.Appendf(nil, "key-%d", i)
+		skeys[i] = string(keys[i])
 	}
 	var now int64
 	run := func() {
+		w.Warm(skeys)
 		for i := range 1000 {
 			now++
 			_ = w.Add(now, keys[i%len(keys)], 1)
@@ -860,5 +865,32 @@ func TestSlidingHeadMarksSparse(t *testing.T) {
 				t.Fatalf("after pane %d: column %d = %+v, want %+v", p, col, got, want[col])
 			}
 		}
+	}
+}
+
+// TestWarm: Warm reads, for known and unknown keys alike, on a window with
+// no key yet and on one with keys in and out of the newest pane, and
+// changes nothing a read sees (the model test warms at random steps too).
+func TestWarm(t *testing.T) {
+	w, err := New(Config{Size: 10 * time.Second, Pane: time.Second}, Limits{MaxKeys: 8})
+	must(t, err)
+	w.Warm([]string{"a", ""}) // no dictionary yet
+	w.Warm(nil)
+	must(t, w.AddString(1e9, "a", 1))
+	must(t, w.AddString(1e9, "b", 2))
+	must(t, w.AddString(3e9, "a", 4)) // b's cell is in a closed pane now
+	before, top := w.Stats(), w.TopK(nil, 3, ByCount)
+	for _, keys := range [][]string{{"a", "b", "c", ""}, {}, {"b", "b", "b"}} {
+		w.Warm(keys)
+		if got := w.Stats(); got != before {
+			t.Fatalf("Warm(%q) changed Stats: %+v, before %+v", keys, got, before)
+		}
+		if got := w.TopK(nil, 3, ByCount); !slices.Equal(got, top) {
+			t.Fatalf("Warm(%q) changed TopK: %v, before %v", keys, got, top)
+		}
+	}
+	must(t, w.AddString(3e9, "b", 8))
+	if a, b := w.Get([]byte("a")), w.Get([]byte("b")); a.Count != 2 || a.Sum != 5 || b.Count != 2 || b.Sum != 10 {
+		t.Fatalf("after Warm: a %+v, b %+v", a, b)
 	}
 }
