@@ -159,7 +159,8 @@ type Counter struct {
 	st   messages.CounterResult
 	sk   *keySketches // Distinct and Repeats, if asked for
 	keys []string     // warm's, kept for the next batch
-	sink uint64       // warm's loads
+	ids  []uint64
+	sink uint64 // warm's loads
 }
 
 // NewCounter makes the processor of one counter task.
@@ -191,7 +192,8 @@ func (k *Counter) Process(t *Tuple, c *Collector) {
 	c.Ack(t)
 }
 
-// warm loads the window's lines that ts's keys will touch (Sliding.Warm).
+// warm loads the lines that ts's updates will touch: their keys' in the
+// window (Sliding.Warm) and, exactly once, their ids' in the Seen table.
 func (k *Counter) warm(ts []Tuple) {
 	keys := k.keys[:0]
 	for i := range ts {
@@ -202,6 +204,14 @@ func (k *Counter) warm(ts []Tuple) {
 	k.sink += k.w.Warm(keys)
 	clear(keys)
 	k.keys = keys
+	if k.o.ExactlyOnce {
+		ids := k.ids[:0]
+		for i := range ts {
+			ids = append(ids, ts[i].ContentID())
+		}
+		k.seen.Warm(ids)
+		k.ids = ids
+	}
 }
 
 // apply folds t into the window; an error means t was refused.
