@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,8 @@ import (
 // its next call starts it afresh there; Placement sends it grain.Moved, so
 // that it hands its state to its new activation and passes on what still
 // reaches it (acktor's tasks and ackers do). Leave (Node.Leave) moves every
-// grain of a member that leaves before it goes. disthash scores a member with FNV-1a over identity+address,
+// grain of a member that leaves before it goes. A component's first tasks
+// are dealt out evenly over the members (rendezvous.pick). disthash scores a member with FNV-1a over identity+address,
 // whose last bytes barely mix: with members on sequential ports (9100,
 // 9101, 9102) one member took half of all identities (measured: 1496 of
 // 3000 ackers, against 745 and 759). Here a member's score is
@@ -82,7 +84,9 @@ func Evacuate(c *pcluster.Cluster) {
 func (p *placement) Setup(c *pcluster.Cluster, _ []string, _ bool) {
 	p.c = c
 	p.rdv.Store(&rendezvous{})
-	props := actor.PropsFromProducer(func() actor.Actor { return &placementActor{p: p, grains: map[string]placed{}} })
+	props := actor.PropsFromProducer(func() actor.Actor {
+		return &placementActor{p: p, grains: map[string]placed{}, left: map[string]placed{}}
+	})
 	p.actor, _ = c.ActorSystem.Root.SpawnNamed(props, placementActorName)
 	p.gone, p.evacuated = map[string]bool{}, map[string]time.Time{}
 	p.sub = c.ActorSystem.EventStream.Subscribe(func(ev any) {
@@ -214,25 +218,75 @@ func (r *rendezvous) owner(kind, identity string) string { return r.ownerWithout
 // ownerWithout is owner among the members but the one at skip.
 func (r *rendezvous) ownerWithout(kind, identity, skip string) string {
 	base, standby := grain.StandbyOf(kind)
-	h := fnv64(identity)
-	var best, second uint64
-	owner, runnerUp := "", ""
-	for _, m := range r.members {
-		if m.addr == skip || !hasKind(m.kinds, base) || (standby && !hasKind(m.kinds, kind)) {
-			continue
-		}
-		switch s := mix.Splitmix64(h ^ m.seed); {
-		case owner == "" || s > best:
-			second, runnerUp = best, owner
-			best, owner = s, m.addr
-		case runnerUp == "" || s > second:
-			second, runnerUp = s, m.addr
+	eligible := func(m rdvMember) bool {
+		return m.addr != skip && hasKind(m.kinds, base) && (!standby || hasKind(m.kinds, kind))
+	}
+	owner := r.pick(identity, eligible)
+	if !standby || owner == "" {
+		return owner
+	}
+	return r.pick(identity, func(m rdvMember) bool { return eligible(m) && m.addr != owner })
+}
+
+// pick is the member of identity among those eligible: the highest score,
+// or, for one of a component's first spreadRounds·m identities (m eligible
+// members; identities component/0, component/1, … as acktor names its
+// tasks and ackers), the highest score among the members that hold fewest
+// of the identities before it. Scores alone put a small component's tasks
+// unevenly: three tasks on three members all land apart only 2 times in 9.
+func (r *rendezvous) pick(identity string, eligible func(rdvMember) bool) string {
+	m := 0
+	for _, x := range r.members {
+		if eligible(x) {
+			m++
 		}
 	}
-	if standby {
-		return runnerUp
+	comp, idx, ok := splitIdentity(identity)
+	if !ok || idx >= spreadRounds*m {
+		best, owner := uint64(0), ""
+		h := fnv64(identity)
+		for _, x := range r.members {
+			if s := mix.Splitmix64(h ^ x.seed); eligible(x) && (owner == "" || s > best) {
+				best, owner = s, x.addr
+			}
+		}
+		return owner
 	}
-	return owner
+	held := make([]int, len(r.members))
+	owner := -1
+	for j := 0; j <= idx; j++ {
+		h := fnv64(comp + "/" + strconv.Itoa(j))
+		best := uint64(0)
+		owner = -1
+		for k, x := range r.members {
+			s := mix.Splitmix64(h ^ x.seed)
+			if eligible(x) && (owner < 0 || held[k] < held[owner] || held[k] == held[owner] && s > best) {
+				owner, best = k, s
+			}
+		}
+		held[owner]++
+	}
+	return r.members[owner].addr
+}
+
+// spreadRounds is how many identities of a component each member gets in
+// turn before scores alone place the rest: enough for the tasks of most
+// components, few enough that a change of members moves at most
+// spreadRounds·m identities of a component that its leaver did not hold.
+const spreadRounds = 2
+
+// splitIdentity splits an identity of the form component/index, the index
+// written as strconv.Itoa does.
+func splitIdentity(id string) (comp string, idx int, ok bool) {
+	i := strings.LastIndexByte(id, '/')
+	if i < 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil || n < 0 || strconv.Itoa(n) != id[i+1:] {
+		return "", 0, false
+	}
+	return id[:i], n, true
 }
 
 // has says whether the member at addr is among r's.
@@ -303,6 +357,7 @@ type placed struct {
 type placementActor struct {
 	p       *placement
 	grains  map[string]placed // by ClusterIdentity.AsKey()
+	left    map[string]placed // by PID.Id: moved-off activations of grains that came back since
 	leaving *rendezvous       // the members but this one, once it evacuates
 }
 
@@ -328,6 +383,17 @@ func (a *placementActor) Receive(ctx actor.Context) {
 func (a *placementActor) activate(ctx actor.Context, m *pcluster.ActivationRequest) {
 	key := m.ClusterIdentity.AsKey()
 	g, ok := a.grains[key]
+	if ok && g.movedTo != "" && a.leaving == nil && (m.RequestId == grain.MovedRequest ||
+		m.RequestId != grain.ClaimRequest && a.p.rdv.Load().owner(m.ClusterIdentity.Kind, m.ClusterIdentity.Identity) == a.p.c.ActorSystem.Address()) {
+		// It moved off and comes back (members came and went): a new
+		// activation takes it, where forwarding would send the request to
+		// the member that moves it here, maybe before this member has seen
+		// why (a member that evacuates moves its grains first and tells the
+		// others after). The old one passes on its stragglers until it stops.
+		a.left[g.pid.Id] = g
+		delete(a.grains, key)
+		g, ok = placed{}, false
+	}
 	switch {
 	case m.RequestId == grain.ClaimRequest:
 		a.claimed(ctx, key, g, ok)
@@ -388,6 +454,14 @@ func (a *placementActor) claimed(ctx actor.Context, key string, g placed, ok boo
 }
 
 func (a *placementActor) terminated(who *actor.PID) {
+	if g, ok := a.left[who.Id]; ok && g.pid.Equal(who) {
+		delete(a.left, who.Id)
+		if kind := a.p.c.GetClusterKind(g.id.Kind); kind != nil {
+			kind.Dec()
+		}
+		a.p.c.MemberList.BroadcastEvent(&pcluster.ActivationTerminated{Pid: who, ClusterIdentity: g.id}, true)
+		return
+	}
 	for key, g := range a.grains {
 		if g.pid.Equal(who) {
 			if kind := a.p.c.GetClusterKind(g.id.Kind); kind != nil {

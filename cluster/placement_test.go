@@ -59,8 +59,10 @@ func TestPlacementShare(t *testing.T) {
 	}
 }
 
-// TestPlacementMovesOnlyTheLeaversGrains: with one member gone, only the
-// identities it owned change owner, each to a member that hosts the kind.
+// TestPlacementMovesOnlyTheLeaversGrains: with one member gone, each
+// identity changes owner only if the leaver owned it or it is among its
+// component's first spreadRounds·m (m members that host the kind), and
+// always to a member that hosts the kind.
 func TestPlacementMovesOnlyTheLeaversGrains(t *testing.T) {
 	var ms []*pcluster.Member
 	for i := range int32(4) {
@@ -68,14 +70,62 @@ func TestPlacementMovesOnlyTheLeaversGrains(t *testing.T) {
 	}
 	ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: 9200, Id: "other", Kinds: []string{"other"}})
 	all, less := newRendezvous(ms), newRendezvous(append(ms[1:4:4], ms[4]))
-	for n := range 2000 {
-		id := fmt.Sprintf("g/%d", n)
-		before, after := all.owner("k", id), less.owner("k", id)
-		if before == "127.0.0.1:9200" || after == "127.0.0.1:9200" {
-			t.Fatalf("%s placed on a member without its kind", id)
+	for _, ids := range []func(int) string{
+		func(n int) string { return fmt.Sprintf("g/%d", n) },
+		func(n int) string { return fmt.Sprintf("g-%d", n) }, // not component/index: scores alone
+	} {
+		spreadMoves := 0
+		for n := range 2000 {
+			id := ids(n)
+			before, after := all.owner("k", id), less.owner("k", id)
+			if before == "127.0.0.1:9200" || after == "127.0.0.1:9200" {
+				t.Fatalf("%s placed on a member without its kind", id)
+			}
+			if before == after || before == ms[0].Address() {
+				continue
+			}
+			if _, idx, ok := splitIdentity(id); !ok || idx >= spreadRounds*4 {
+				t.Fatalf("%s moved from %s to %s though %s stayed", id, before, after, before)
+			}
+			spreadMoves++
 		}
-		if before != after && before != ms[0].Address() {
-			t.Fatalf("%s moved from %s to %s though %s stayed", id, before, after, before)
+		t.Logf("%s…: %d of the first %d moved between members that stayed", ids(0), spreadMoves, spreadRounds*4)
+	}
+}
+
+// TestPlacementSpreadsAComponent: a component of n tasks on m members
+// that host its kind, whatever their ports: each member holds n/m of them,
+// rounded down or up, while n <= spreadRounds·m; past that, what scores
+// add. A standby is never on its grain's member.
+func TestPlacementSpreadsAComponent(t *testing.T) {
+	kinds := []string{"processor", grain.StandbyKind("processor")}
+	for m := 1; m <= 6; m++ {
+		for _, base := range []int32{9100, 7000, 43121, 20011} {
+			var ms []*pcluster.Member
+			for i := range int32(m) {
+				ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: base + i, Id: fmt.Sprint(i), Kinds: kinds})
+			}
+			ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: base + 50, Id: "client"}) // hosts no kind
+			r := newRendezvous(ms)
+			for n := 1; n <= spreadRounds*m; n++ {
+				held := map[string]int{}
+				for i := range n {
+					id := fmt.Sprintf("split/%d", i)
+					owner := r.owner("processor", id)
+					held[owner]++
+					if sb := r.owner(kinds[1], id); m > 1 && (sb == owner || sb == "") {
+						t.Fatalf("%d members from %d: %s on %s, its standby on %q", m, base, id, owner, sb)
+					}
+				}
+				for addr, h := range held {
+					if h < n/m || h > (n+m-1)/m || addr == ms[m].Address() {
+						t.Fatalf("%d members from %d, %d tasks: %s holds %d (%v)", m, base, n, addr, h, held)
+					}
+				}
+				if len(held) != min(n, m) {
+					t.Fatalf("%d members from %d, %d tasks: on %d members (%v)", m, base, n, len(held), held)
+				}
+			}
 		}
 	}
 }
@@ -175,6 +225,7 @@ type probes struct {
 	t     *testing.T
 	agent *test.InMemAgent
 	first sync.Map
+	left  sync.Map // the members that left (Leave shut them down)
 }
 
 func newProbes(t *testing.T) *probes { return &probes{t: t, agent: test.NewInMemAgent()} }
@@ -190,7 +241,11 @@ func (p *probes) start(job string) *pcluster.Cluster {
 	c := pcluster.New(sys, pcluster.Configure("p", test.NewTestProvider(p.agent), &placement{job: job},
 		remote.Configure("127.0.0.1", 0), pcluster.WithKinds(kinds...)))
 	c.StartMember()
-	p.t.Cleanup(func() { c.Shutdown(false) })
+	p.t.Cleanup(func() {
+		if _, ok := p.left.Load(c); !ok {
+			c.Shutdown(false)
+		}
+	})
 	return c
 }
 
@@ -212,6 +267,8 @@ func TestPlacementMovedGrainHearsIncomingFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	before := map[any]bool{} // activated by a call
+	first.Range(func(k, _ any) bool { before[k] = true; return true })
 	joiner := start()
 	moved := 0
 	for deadline := time.Now().Add(10 * time.Second); moved == 0 || time.Now().Before(deadline.Add(-8*time.Second)); time.Sleep(50 * time.Millisecond) {
@@ -226,14 +283,70 @@ func TestPlacementMovedGrainHearsIncomingFirst(t *testing.T) {
 			return true
 		})
 	}
-	first.Range(func(k, v any) bool {
-		onJoiner := strings.HasPrefix(k.(string), joiner.ActorSystem.Address()+"/")
-		if want := map[bool]string{true: "*grain.Incoming", false: "*cluster.ClusterIdentity"}[onJoiner]; v != want {
+	first.Range(func(k, v any) bool { // a grain moved between the first two is activated by a move too
+		if want := map[bool]string{true: "*cluster.ClusterIdentity", false: "*grain.Incoming"}[before[k]]; v != want {
 			t.Errorf("%s heard %s first, want %s", k, v, want)
 		}
 		return true
 	})
 	t.Logf("%d of 60 grains moved to the member that joined", moved)
+}
+
+// TestPlacementGrainComesBack: grains that moved to a member that joined
+// move back when it leaves, to members whose placement still holds their
+// old activation as a forwarder to it and still counts it a member while
+// it evacuates: each is activated anew there (a forwarder would send the
+// move back to the leaver, round and round), and answers from the members
+// that stay once it has gone.
+func TestPlacementGrainComesBack(t *testing.T) {
+	p := newProbes(t)
+	a, b := p.start(""), p.start("")
+	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("members did not see each other")
+		}
+	}
+	const grains = 40
+	ask := func(n int) (string, error) {
+		res, err := a.Request(fmt.Sprintf("g/%d", n), "probe", &pcluster.ClusterIdentity{}, pcluster.WithTimeout(3*time.Second))
+		if err != nil {
+			return "", err
+		}
+		return res.(*pcluster.ClusterIdentity).Identity, nil
+	}
+	for n := range grains {
+		if _, err := ask(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joiner := p.start("")
+	on := func(c *pcluster.Cluster) (k int) {
+		for n := range grains {
+			if a.IdentityLookup.(*placement).Owner("probe", fmt.Sprintf("g/%d", n)) == c.ActorSystem.Address() {
+				k++
+			}
+		}
+		return k
+	}
+	for deadline := time.Now().Add(10 * time.Second); on(joiner) == 0 || a.MemberList.Members().Len() != 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no grain belongs to the member that joined")
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the moves to it are done
+	p.left.Store(joiner, true)
+	Leave(joiner, 500*time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the others still count the member that left")
+		}
+	}
+	for n := range grains {
+		at, err := ask(n)
+		if err != nil || (at != a.ActorSystem.Address() && at != b.ActorSystem.Address()) {
+			t.Fatalf("g/%d after the leave: answered from %q, %v", n, at, err)
+		}
+	}
 }
 
 // TestPlacementStandbyIsTheRunnerUp: a standby kind's grain lives on the
