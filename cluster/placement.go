@@ -221,20 +221,35 @@ func (r *rendezvous) ownerWithout(kind, identity, skip string) string {
 	eligible := func(m rdvMember) bool {
 		return m.addr != skip && hasKind(m.kinds, base) && (!standby || hasKind(m.kinds, kind))
 	}
-	owner := r.pick(identity, eligible)
+	deal := !r.hasStandbys(base)
+	owner := r.pick(identity, deal, eligible)
 	if !standby || owner == "" {
 		return owner
 	}
-	return r.pick(identity, func(m rdvMember) bool { return eligible(m) && m.addr != owner })
+	return r.pick(identity, deal, func(m rdvMember) bool { return eligible(m) && m.addr != owner })
+}
+
+// hasStandbys says whether a member hosts standbys of kind. Such a kind is
+// placed by scores alone: its grains then move only to a member that
+// joins or off one that leaves, and never onto the member of a standby
+// that a move elsewhere left in place.
+func (r *rendezvous) hasStandbys(kind string) bool {
+	sk := grain.StandbyKind(kind)
+	for _, m := range r.members {
+		if hasKind(m.kinds, sk) {
+			return true
+		}
+	}
+	return false
 }
 
 // pick is the member of identity among those eligible: the highest score,
-// or, for one of a component's first spreadRounds·m identities (m eligible
+// or, if deal, for one of a component's first spreadRounds·m identities (m eligible
 // members; identities component/0, component/1, … as acktor names its
 // tasks and ackers), the highest score among the members that hold fewest
 // of the identities before it. Scores alone put a small component's tasks
 // unevenly: three tasks on three members all land apart only 2 times in 9.
-func (r *rendezvous) pick(identity string, eligible func(rdvMember) bool) string {
+func (r *rendezvous) pick(identity string, deal bool, eligible func(rdvMember) bool) string {
 	m := 0
 	for _, x := range r.members {
 		if eligible(x) {
@@ -242,7 +257,7 @@ func (r *rendezvous) pick(identity string, eligible func(rdvMember) bool) string
 		}
 	}
 	comp, idx, ok := splitIdentity(identity)
-	if !ok || idx >= spreadRounds*m {
+	if !deal || !ok || idx >= spreadRounds*m {
 		best, owner := uint64(0), ""
 		h := fnv64(identity)
 		for _, x := range r.members {
