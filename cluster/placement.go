@@ -243,12 +243,13 @@ func (r *rendezvous) hasStandbys(kind string) bool {
 	return false
 }
 
-// pick is the member of identity among those eligible: the highest score,
-// or, if deal, for one of a component's first spreadRounds·m identities (m eligible
-// members; identities component/0, component/1, … as acktor names its
-// tasks and ackers), the highest score among the members that hold fewest
-// of the identities before it. Scores alone put a small component's tasks
-// unevenly: three tasks on three members all land apart only 2 times in 9.
+// pick is the member of identity among those eligible: the highest score;
+// or, if deal, for one of a component's first spreadRounds·m identities
+// (m eligible members; identities component/0, component/1, …, as acktor
+// names its tasks and ackers), the highest score among the members that
+// hold fewest of the identities before it. Scores alone put a small
+// component's tasks unevenly: three tasks on three members all land apart
+// only 2 times in 9.
 func (r *rendezvous) pick(identity string, deal bool, eligible func(rdvMember) bool) string {
 	m := 0
 	for _, x := range r.members {
