@@ -90,7 +90,7 @@ func joinAndLeave(t *testing.T, everywhere bool) {
 		if driver || everywhere {
 			kinds = rt.Kinds()
 		}
-		c := pcluster.New(quietSystem(), pcluster.Configure("mv", test.NewTestProvider(agent), Placement(),
+		c := pcluster.New(quietSystem(), pcluster.Configure("mv", test.NewTestProvider(agent), Placement(actors.KindSpout, actors.KindProcessor, actors.KindAcker),
 			remote.Configure("127.0.0.1", 0), pcluster.WithKinds(kinds...)))
 		c.StartMember()
 		return c, rt

@@ -48,6 +48,13 @@ type Config struct {
 	// the same, so a member started with another job gets none of theirs
 	// and they none of its.
 	Job string `yaml:"-"`
+	// Deal names the kinds whose grains the placement deals out over the
+	// members, a component's tasks evenly (Placement); the others are
+	// placed by rendezvous scores alone. A dealt grain can move between
+	// two members that both stay when members come and go, so a kind
+	// whose grains claim their state from the member that held them
+	// before a join (counter tasks) must not be dealt.
+	Deal []string `yaml:"-"`
 	// TLS, if set, makes members and clients talk mutual TLS: only a
 	// process with a certificate the cluster's authority signed takes part.
 	TLS TLSConfig `yaml:"tls"`
@@ -265,7 +272,7 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	if cfg.Job != "" && !client {
 		kinds = append(kinds, pcluster.NewKind(JobKind(cfg.Job), actor.PropsFromFunc(func(actor.Context) {})))
 	}
-	pcfg := pcluster.Configure(cfg.Name, provider, &placement{job: cfg.Job}, rcfg,
+	pcfg := pcluster.Configure(cfg.Name, provider, &placement{job: cfg.Job, deal: cfg.Deal}, rcfg,
 		pcluster.WithKinds(kinds...), pcluster.WithRequestTimeout(10*time.Second))
 	c := pcluster.New(sys, pcfg)
 	defer func() { // StartMember panics on a busy port or a provider error

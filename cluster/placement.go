@@ -34,13 +34,16 @@ import (
 // splitmix64(fnv64(identity) ^ fnv64(address)), where every bit of both
 // reaches every bit of the score. The rest follows disthash (Apache 2.0,
 // github.com/asynkron/protoactor-go/cluster/identitylookup/disthash).
-func Placement() pcluster.IdentityLookup { return &placement{} }
+//
+// The grains of the kinds in deal are dealt out instead (rendezvous.pick).
+func Placement(deal ...string) pcluster.IdentityLookup { return &placement{deal: deal} }
 
 // placementActorName is the name of each member's placement actor.
 const placementActorName = "acktor-placement"
 
 type placement struct {
-	job   string // the job this member carries, if any: place only on members that carry it
+	job   string   // the job this member carries, if any: place only on members that carry it
+	deal  []string // the kinds whose grains are dealt out (Config.Deal)
 	c     *pcluster.Cluster
 	rdv   atomic.Pointer[rendezvous]
 	actor *actor.PID
@@ -141,7 +144,7 @@ func (p *placement) update(members []*pcluster.Member, evacuated string) {
 			}
 		}
 	}
-	p.rdv.Store(newRendezvous(p.eligible(p.members, "")))
+	p.rdv.Store(newRendezvous(p.eligible(p.members, ""), p.deal...))
 }
 
 // eligible is ms but the member at skip, those that evacuated and those
@@ -193,6 +196,7 @@ func (p *placement) RemovePid(ci *pcluster.ClusterIdentity, pid *actor.PID) {
 // members that host its kind.
 type rendezvous struct {
 	members []rdvMember
+	deal    []string
 }
 
 type rdvMember struct {
@@ -201,8 +205,8 @@ type rdvMember struct {
 	kinds []string
 }
 
-func newRendezvous(ms []*pcluster.Member) *rendezvous {
-	r := &rendezvous{}
+func newRendezvous(ms []*pcluster.Member, deal ...string) *rendezvous {
+	r := &rendezvous{deal: deal}
 	for _, m := range ms {
 		r.members = append(r.members, rdvMember{addr: m.Address(), seed: fnv64(m.Address()), kinds: m.Kinds})
 	}
@@ -221,26 +225,12 @@ func (r *rendezvous) ownerWithout(kind, identity, skip string) string {
 	eligible := func(m rdvMember) bool {
 		return m.addr != skip && hasKind(m.kinds, base) && (!standby || hasKind(m.kinds, kind))
 	}
-	deal := !r.hasStandbys(base)
+	deal := hasKind(r.deal, base)
 	owner := r.pick(identity, deal, eligible)
 	if !standby || owner == "" {
 		return owner
 	}
 	return r.pick(identity, deal, func(m rdvMember) bool { return eligible(m) && m.addr != owner })
-}
-
-// hasStandbys says whether a member hosts standbys of kind. Such a kind is
-// placed by scores alone: its grains then move only to a member that
-// joins or off one that leaves, and never onto the member of a standby
-// that a move elsewhere left in place.
-func (r *rendezvous) hasStandbys(kind string) bool {
-	sk := grain.StandbyKind(kind)
-	for _, m := range r.members {
-		if hasKind(m.kinds, sk) {
-			return true
-		}
-	}
-	return false
 }
 
 // pick is the member of identity among those eligible: the highest score;
@@ -399,13 +389,14 @@ func (a *placementActor) Receive(ctx actor.Context) {
 func (a *placementActor) activate(ctx actor.Context, m *pcluster.ActivationRequest) {
 	key := m.ClusterIdentity.AsKey()
 	g, ok := a.grains[key]
-	if ok && g.movedTo != "" && a.leaving == nil && (m.RequestId == grain.MovedRequest ||
-		m.RequestId != grain.ClaimRequest && a.p.rdv.Load().owner(m.ClusterIdentity.Kind, m.ClusterIdentity.Identity) == a.p.c.ActorSystem.Address()) {
-		// It moved off and comes back (members came and went): a new
+	if ok && g.movedTo != "" && a.leaving == nil && m.RequestId == grain.MovedRequest {
+		// It moved off and now moves back (members came and went): a new
 		// activation takes it, where forwarding would send the request to
 		// the member that moves it here, maybe before this member has seen
 		// why (a member that evacuates moves its grains first and tells the
-		// others after). The old one passes on its stragglers until it stops.
+		// others after). The old one passes on its stragglers until it
+		// stops. Only a move says so: the old one may still work if its
+		// move failed, and a call must not start a second one beside it.
 		a.left[g.pid.Id] = g
 		delete(a.grains, key)
 		g, ok = placed{}, false
@@ -529,7 +520,7 @@ func (a *placementActor) move(ctx actor.Context, key string, g placed, owner str
 // evacuate moves every grain to the member that owns it without this one.
 func (a *placementActor) evacuate(ctx actor.Context, e *evacuate) {
 	a.p.mu.Lock()
-	a.leaving = newRendezvous(a.p.eligible(a.p.c.MemberList.Members().Members(), a.p.c.ActorSystem.Address()))
+	a.leaving = newRendezvous(a.p.eligible(a.p.c.MemberList.Members().Members(), a.p.c.ActorSystem.Address()), a.p.deal...)
 	a.p.mu.Unlock()
 	var wg sync.WaitGroup
 	for key, g := range a.grains {

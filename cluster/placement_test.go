@@ -61,43 +61,45 @@ func TestPlacementShare(t *testing.T) {
 }
 
 // TestPlacementMovesOnlyTheLeaversGrains: with one member gone, each
-// identity changes owner only if the leaver owned it or it is among its
-// component's first spreadRounds·m (m members that host the kind), and
-// always to a member that hosts the kind.
+// identity changes owner only if the leaver owned it or, for a kind the
+// placement deals out, it is among its component's first spreadRounds·m
+// (m members that host the kind); always to a member that hosts the kind.
 func TestPlacementMovesOnlyTheLeaversGrains(t *testing.T) {
 	var ms []*pcluster.Member
 	for i := range int32(4) {
-		ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: 9100 + i, Id: fmt.Sprint(i), Kinds: []string{"k"}})
+		ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: 9100 + i, Id: fmt.Sprint(i), Kinds: []string{"k", "dealt"}})
 	}
 	ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: 9200, Id: "other", Kinds: []string{"other"}})
-	all, less := newRendezvous(ms), newRendezvous(append(ms[1:4:4], ms[4]))
-	for _, ids := range []func(int) string{
-		func(n int) string { return fmt.Sprintf("g/%d", n) },
-		func(n int) string { return fmt.Sprintf("g-%d", n) }, // not component/index: scores alone
-	} {
-		spreadMoves := 0
-		for n := range 2000 {
-			id := ids(n)
-			before, after := all.owner("k", id), less.owner("k", id)
-			if before == "127.0.0.1:9200" || after == "127.0.0.1:9200" {
-				t.Fatalf("%s placed on a member without its kind", id)
+	all, less := newRendezvous(ms, "dealt"), newRendezvous(append(ms[1:4:4], ms[4]), "dealt")
+	for _, kind := range []string{"k", "dealt"} {
+		for _, ids := range []func(int) string{
+			func(n int) string { return fmt.Sprintf("g/%d", n) },
+			func(n int) string { return fmt.Sprintf("g-%d", n) }, // not component/index: scores alone
+		} {
+			dealtMoves := 0
+			for n := range 2000 {
+				id := ids(n)
+				before, after := all.owner(kind, id), less.owner(kind, id)
+				if before == "127.0.0.1:9200" || after == "127.0.0.1:9200" {
+					t.Fatalf("%s placed on a member without its kind", id)
+				}
+				if before == after || before == ms[0].Address() {
+					continue
+				}
+				if _, idx, ok := splitIdentity(id); kind != "dealt" || !ok || idx >= spreadRounds*4 {
+					t.Fatalf("%s %s moved from %s to %s though %s stayed", kind, id, before, after, before)
+				}
+				dealtMoves++
 			}
-			if before == after || before == ms[0].Address() {
-				continue
-			}
-			if _, idx, ok := splitIdentity(id); !ok || idx >= spreadRounds*4 {
-				t.Fatalf("%s moved from %s to %s though %s stayed", id, before, after, before)
-			}
-			spreadMoves++
+			t.Logf("%s %s…: %d of the first %d moved between members that stayed", kind, ids(0), dealtMoves, spreadRounds*4)
 		}
-		t.Logf("%s…: %d of the first %d moved between members that stayed", ids(0), spreadMoves, spreadRounds*4)
 	}
 }
 
 // TestPlacementSpreadsAComponent: a component of n tasks on m members
 // that host its kind, whatever their ports: each member holds n/m of them,
-// rounded down or up, while n <= spreadRounds·m. A kind with standbys is
-// placed by scores alone.
+// rounded down or up, while n <= spreadRounds·m. A kind that is not dealt
+// (here counter tasks, with their standbys) is placed by scores alone.
 func TestPlacementSpreadsAComponent(t *testing.T) {
 	for m := 1; m <= 6; m++ {
 		for _, base := range []int32{9100, 7000, 43121, 20011} {
@@ -107,7 +109,7 @@ func TestPlacementSpreadsAComponent(t *testing.T) {
 					Kinds: []string{"processor", "counter", grain.StandbyKind("counter")}})
 			}
 			ms = append(ms, &pcluster.Member{Host: "127.0.0.1", Port: base + 50, Id: "client"}) // hosts no kind
-			r := newRendezvous(ms)
+			r := newRendezvous(ms, "processor")
 			for n := 1; n <= spreadRounds*m; n++ {
 				held := map[string]int{}
 				for i := range n {

@@ -78,6 +78,9 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 		return err
 	}
 	kinds := b.rt.WorkerKinds()
+	for _, k := range kinds { // stateless: dealt out over the members; counter tasks claim their state
+		cfg.Cluster.Deal = append(cfg.Cluster.Deal, k.Kind)
+	}
 	if cfg.hostsCounters() {
 		kinds = b.rt.Kinds()
 	}
