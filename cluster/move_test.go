@@ -79,7 +79,10 @@ func joinAndLeave(t *testing.T, everywhere bool) {
 		t.Fatal(err)
 	}
 	cfg := actors.DefaultConfig()
-	cfg.Ackers, cfg.Timeout, cfg.Log, cfg.MaxPending = 4, 5*time.Second, quietLogrus(), 1024
+	// A record a move loses never completes, whatever the timeout; 20 s
+	// keeps a machine that other tests starve from timing out live ones
+	// (5 s did once, with 1653 roots, beside the member tests).
+	cfg.Ackers, cfg.Timeout, cfg.Log, cfg.MaxPending = 4, 20*time.Second, quietLogrus(), 1024
 	agent := test.NewInMemAgent()
 	start := func(driver bool) (*pcluster.Cluster, *actors.Runtime) {
 		rt, err := actors.New(moveTopology(t, gc), cfg)
