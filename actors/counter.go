@@ -158,9 +158,8 @@ type Counter struct {
 	seen *window.Seen // the content ids applied, per pane (ExactlyOnce)
 	st   messages.CounterResult
 	sk   *keySketches // Distinct and Repeats, if asked for
-	keys []string     // warm's, kept for the next batch
+	keys []string     // warm's buffers, kept for the next batch
 	ids  []uint64
-	sink uint64 // warm's loads
 }
 
 // NewCounter makes the processor of one counter task.
@@ -201,7 +200,7 @@ func (k *Counter) warm(ts []Tuple) {
 			keys = append(keys, vals[k.o.Key])
 		}
 	}
-	k.sink += k.w.Warm(keys)
+	k.w.Warm(keys)
 	clear(keys)
 	k.keys = keys
 	if k.o.ExactlyOnce {

@@ -156,6 +156,7 @@ type Sliding struct {
 	panes      []pane
 	headCells  []cell    // the newest pane's cells, in the order first touched
 	warm       []uint32  // Warm's slots, kept for the next batch
+	warmSink   uint32    // Warm's loads, kept so that they are not left out
 	headDups   []cell    // updates of columns with a head cell, not yet in it
 	headMark   []uint64  // 2 bits per column: has a head cell (one of headCells[:marked] once indexed), has headDups
 	marked     int       // the head cells made before the pane was indexed
@@ -260,28 +261,26 @@ func (w *Sliding) AddString(t int64, key string, value int64) error {
 // Warm loads what Add will read for each of keys: the key's dictionary
 // slot, then the newest pane's cell its slot points at. A batch's keys
 // warmed together miss the cache at once, where Add, one key after
-// another, would wait for each miss in turn. It changes nothing; its
-// result only keeps the loads from being left out.
-func (w *Sliding) Warm(keys []string) uint64 {
+// another, would wait for each miss in turn. It changes nothing.
+func (w *Sliding) Warm(keys []string) {
 	d := &w.dict
 	if d.slots == nil {
-		return 0
+		return
 	}
-	at, sink := w.warm[:0], uint64(0)
+	at, sink := w.warm[:0], uint32(0)
 	for _, k := range keys { // hashing apart: the loads below go in a loop that does nothing else
 		at = append(at, uint32(d.hash(unsafe.Slice(unsafe.StringData(k), len(k)))>>d.shift))
 	}
 	for _, i := range at {
-		sink += uint64(d.slots[i].col)
+		sink += d.slots[i].col
 	}
 	cells := w.headCells
 	for _, i := range at {
 		if h := d.slots[i].hint; h < uint32(len(cells)) {
-			sink += uint64(cells[h].col)
+			sink += cells[h].col
 		}
 	}
-	w.warm = at
-	return sink
+	w.warm, w.warmSink = at, w.warmSink+sink
 }
 
 // AddIndex is Add for a caller that holds the key's column (from Column),
