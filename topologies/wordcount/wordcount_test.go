@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -291,6 +292,15 @@ func benchChild(ackers, input string) int {
 	return 0
 }
 
+// selfCPU is the CPU time this process has used so far.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // bareCount is the yardstick: a plain single-goroutine Go word count of
 // path (bufio.Scanner, strings.Fields, a map, the counts written sorted).
 // It returns the words counted and the time taken.
@@ -337,9 +347,9 @@ func BenchmarkWordcount(b *testing.B) {
 	for _, ackers := range []int{2, 4, 8} {
 		b.Run(fmt.Sprintf("ackers=%d", ackers), func(b *testing.B) {
 			var tuples, words [2]int64
-			var elapsed [2]time.Duration
+			var elapsed, cpu [2]time.Duration
 			var bareWords int64
-			var bare time.Duration
+			var bare, bareCPU time.Duration
 			for i := range b.N {
 				for k := range 2 {
 					j := (i + k) % 2 // alternate which goes first
@@ -357,9 +367,11 @@ func BenchmarkWordcount(b *testing.B) {
 					tuples[j] += n
 					words[j] += w
 					elapsed[j] += time.Duration(ns)
+					cpu[j] += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 				}
+				before := selfCPU(b)
 				w, d := bareCount(b, input)
-				bareWords, bare = bareWords+w, bare+d
+				bareWords, bare, bareCPU = bareWords+w, bare+d, bareCPU+selfCPU(b)-before
 			}
 			if words[0] != bareWords {
 				b.Fatalf("tracked runs counted %d words, the bare count %d", words[0], bareWords)
@@ -374,6 +386,13 @@ func BenchmarkWordcount(b *testing.B) {
 			b.ReportMetric(trackedWords, "tracked-words/s")
 			b.ReportMetric(bareRate, "bare-words/s")
 			b.ReportMetric(trackedWords/bareRate, "x-bare")
+			// CPU time leaves out what the machine's other tenants take
+			// (steal), which moves the rates above from run to run.
+			perWord := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(words[0]) }
+			b.ReportMetric(perWord(cpu[0]), "tracked-cpu-ns/word")
+			b.ReportMetric(perWord(cpu[1]), "untracked-cpu-ns/word")
+			b.ReportMetric(perWord(bareCPU), "bare-cpu-ns/word")
+			b.ReportMetric(100*(float64(cpu[0])/float64(cpu[1])-1), "cpu-overhead-%")
 		})
 	}
 }
