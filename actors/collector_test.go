@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/source"
@@ -388,6 +389,36 @@ func TestLocalOrShuffle(t *testing.T) {
 			}
 			if tc.local != nil && asked != 4 { // once per task, not per tuple
 				t.Fatalf("asked %d times where tasks run, want 4", asked)
+			}
+		})
+	}
+}
+
+// TestAckHold: with AckDelay 0 a processor's deltas wait behind the input
+// batches already queued, but over at most ackHoldBatches batches; with a
+// delay, only the timer sends them. One flushAcks is under way at a time.
+func TestAckHold(t *testing.T) {
+	type step struct{ flush, queue bool }
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		want  []step // after each of consecutive input batches, no flushAcks handled
+	}{
+		{"behind the queue, at most 4 batches", 0, []step{
+			{false, true}, {false, false}, {false, false}, {true, false},
+			{false, false}, {false, false}, {false, false}, {true, false}}},
+		{"timer", 5 * time.Millisecond, []step{{false, true}, {false, false}, {false, false}, {false, false}, {false, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h ackHold
+			for i, w := range tc.want {
+				if flush, queue := h.after(tc.delay); flush != w.flush || queue != w.queue {
+					t.Fatalf("batch %d: flush %v, queue %v; want %v, %v", i+1, flush, queue, w.flush, w.queue)
+				}
+			}
+			h = ackHold{} // the flushAcks came
+			if _, queue := h.after(tc.delay); !queue {
+				t.Fatal("after a flushAcks, the next batch queues none")
 			}
 		})
 	}

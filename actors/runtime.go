@@ -56,8 +56,9 @@ type Config struct {
 	BatchSize int
 	// AckDelay is how long a processor may hold ack deltas to fold more of
 	// them into fewer messages; 0 sends them once the input batches already
-	// queued at the task are handled (at once when it is idle). A batch that
-	// reaches BatchSize goes at once. At high rates 0 is best (holding acks
+	// queued at the task are handled (at once when it is idle), or after
+	// four input batches if sooner. A batch that reaches BatchSize goes at
+	// once. At high rates 0 is best (holding acks
 	// holds roots in flight); a few ms pays off when input arrives a few
 	// tuples at a time.
 	AckDelay time.Duration

@@ -68,7 +68,7 @@ when every line finished (none lost, none dead-lettered).`,
 	fl.DurationVar(&f.timeout, "timeout", def.Timeout, "a line not finished after this long is failed and replayed")
 	fl.IntVar(&f.maxReplays, "max-replays", def.MaxReplays, "replays of a line before it is dead-lettered")
 	fl.IntVar(&f.batch, "batch", def.BatchSize, "tuples per batch between tasks, and roots per acker message")
-	fl.DurationVar(&f.ackDelay, "ack-delay", def.AckDelay, "how long a processor may hold acks to fold them into fewer messages; 0 sends them after every input batch (best at high rates), a few ms helps when input batches are small")
+	fl.DurationVar(&f.ackDelay, "ack-delay", def.AckDelay, "how long a processor may hold acks to fold them into fewer messages; 0 holds them over at most 4 input batches, less when the task goes idle (best at high rates); a few ms helps when input batches are small")
 	fl.DurationVar(&f.window, "window", 0, "count over a sliding window of this span (a multiple of --pane); 0 counts the whole input")
 	fl.DurationVar(&f.pane, "pane", 0, "the window's pane: its resolution and the step it slides by (default: --window, a tumbling window)")
 	fl.DurationVar(&f.eventStep, "event-step", 0, "with --generate: line j gets the event time j*step after 2026-01-01 UTC instead of the time it is read")
