@@ -58,8 +58,12 @@ func StartEmbedded(name string, kinds []*pcluster.Kind, log *logrus.Logger) (n *
 // ownership to move.
 func (n *Node) Stop() {
 	if n.alone {
-		stopMember(n.Cluster)
+		stopMember(n.Cluster, 0)
 		return
 	}
-	n.Cluster.Shutdown(true)
+	stopMember(n.Cluster, ownershipMoves)
 }
+
+// ownershipMoves is how long a member that stops waits, as Proto.Actor's
+// graceful shutdown does, for its grains' ownership to move.
+const ownershipMoves = 2 * time.Second

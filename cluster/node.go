@@ -353,5 +353,5 @@ func Leave(c *pcluster.Cluster, grace time.Duration) {
 		c.Logger().Warn("leaving: the provider", slog.Any("error", err))
 	}
 	time.Sleep(grace)
-	c.Shutdown(true)
+	stopMember(c, ownershipMoves)
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"log/slog"
+	"time"
 	_ "unsafe" // go:linkname, for the kinds Proto.Actor builds in StartMember
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -38,16 +39,41 @@ func startMember(c *pcluster.Cluster) error {
 }
 
 // stopMember does what Proto.Actor's Cluster.Shutdown(true) does, in the
-// same order, without the fixed two-second sleep in its middle (no option
-// turns it off either) and without its second IdentityLookup.Shutdown,
-// which logs an error. The sleep lets the grains' ownership move to the
-// other members; an embedded member has none.
-func stopMember(c *pcluster.Cluster) {
+// same order, with two changes. Its fixed two-second sleep, which lets
+// the grains' ownership move to the other members, becomes ownership
+// (none for an embedded member, which has no other members; no option
+// turns the sleep off), and its second IdentityLookup.Shutdown, which
+// logs an error, is left out. And the remote stops through stopRemote.
+func stopMember(c *pcluster.Cluster, ownership time.Duration) {
 	c.Gossip.SetState(pcluster.GracefullyLeftKey, &emptypb.Empty{})
 	c.ActorSystem.Shutdown()
 	_ = c.Config.ClusterProvider.Shutdown(true)
 	c.IdentityLookup.Shutdown()
+	time.Sleep(ownership)
 	c.Gossip.Shutdown()
-	c.Remote.Shutdown(true)
+	stopRemote(c.Remote)
 	c.Logger().Info("Stopped Proto.Actor cluster", slog.String("address", c.ActorSystem.Address()))
+}
+
+// stopRemote stops the remote gracefully. In this Proto.Actor version that
+// can panic with "send on closed channel": the endpoint manager tells each
+// endpoint reader's channel to disconnect, and a reader whose peer has
+// just gone (a driver that finished) closes its channel before it takes
+// it out of the map. The gRPC server, which the panic kept from stopping,
+// is then stopped at once: the peers' streams are broken either way.
+func stopRemote(r remoteStopper) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.Logger().Warn("stopping: Proto.Actor's remote panicked while closing its connections; stopping its server at once",
+				slog.Any("panic", p))
+			r.Shutdown(false)
+		}
+	}()
+	r.Shutdown(true)
+}
+
+// remoteStopper is what stopRemote needs of a *remote.Remote.
+type remoteStopper interface {
+	Shutdown(graceful bool)
+	Logger() *slog.Logger
 }

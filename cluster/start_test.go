@@ -3,6 +3,7 @@ package cluster
 import (
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,5 +79,42 @@ func TestInsecureOnlyWhenSaid(t *testing.T) {
 		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("host %s, insecure %v: %v", tc.host, tc.insecure, err)
 		}
+	}
+}
+
+// fakeRemote is a remote whose graceful stop may panic, as Proto.Actor's
+// does when an endpoint reader closed its channel a moment before.
+type fakeRemote struct {
+	panics bool
+	stops  []bool // the graceful flag of each Shutdown
+}
+
+func (r *fakeRemote) Shutdown(graceful bool) {
+	r.stops = append(r.stops, graceful)
+	if graceful && r.panics {
+		panic("send on closed channel")
+	}
+}
+
+func (r *fakeRemote) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestStopRemote: a remote that panics in its graceful stop is stopped at
+// once instead, and the panic does not reach the member's stop.
+func TestStopRemote(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		panics bool
+		want   []bool
+	}{
+		{"graceful", false, []bool{true}},
+		{"panics, then stopped at once", true, []bool{true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &fakeRemote{panics: tc.panics}
+			stopRemote(r)
+			if !slices.Equal(r.stops, tc.want) {
+				t.Fatalf("stops %v, want %v", r.stops, tc.want)
+			}
+		})
 	}
 }
