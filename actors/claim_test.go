@@ -154,3 +154,35 @@ func TestClaimAnswers(t *testing.T) {
 }
 
 var errTestTimeout = actor.ErrTimeout
+
+// TestProcessorHoldsAcksOverFewBatches: with AckDelay 0, a task whose input
+// keeps coming sends the ack deltas it holds after ackHoldBatches input
+// batches, before its queued flushAcks comes; the flushAcks sends the rest,
+// and the batch after it queues a flushAcks again.
+func TestProcessorHoldsAcksOverFewBatches(t *testing.T) {
+	p, ctx := counterTask(t)
+	sent := 0 // roots whose deltas went to an acker
+	p.col.ackOut = func(_ int, m *messages.AckBatch) { sent += len(m.SpringIds) }
+	batch := func(i int) *messages.TupleBatch {
+		b := batchOf([]update{{"z1", "r1", uint64(i), int64(time.Hour)}})
+		b.SpringIds[0] = uint64(i) // a root of its own
+		return b
+	}
+	for i := 1; i <= ackHoldBatches; i++ {
+		if sent != 0 {
+			t.Fatalf("deltas sent after %d input batches, want after %d", i-1, ackHoldBatches)
+		}
+		ctx.give(p, batch(i))
+	}
+	if sent != ackHoldBatches || !p.hold.queued {
+		t.Fatalf("after %d batches: %d roots' deltas sent, flushAcks queued %v; want %d, true", ackHoldBatches, sent, p.hold.queued, ackHoldBatches)
+	}
+	ctx.give(p, batch(ackHoldBatches+1), &flushAcks{})
+	if sent != ackHoldBatches+1 {
+		t.Fatalf("the flushAcks left deltas held: %d roots' sent, want %d", sent, ackHoldBatches+1)
+	}
+	ctx.give(p, batch(ackHoldBatches+2))
+	if !p.hold.queued {
+		t.Fatal("the batch after a flushAcks queued none")
+	}
+}
