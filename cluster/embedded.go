@@ -53,9 +53,9 @@ func StartEmbedded(name string, kinds []*pcluster.Kind, log *logrus.Logger) (n *
 }
 
 // Stop leaves the cluster and stops the member. An embedded member has no
-// one to hand its grains over to, so it stops at once; any other takes
-// Proto.Actor's graceful shutdown, which waits two seconds for the grains'
-// ownership to move.
+// one to hand its grains over to, so it stops at once; any other stops as
+// Proto.Actor's graceful shutdown does, waiting two seconds for the
+// grains' ownership to move (stopMember).
 func (n *Node) Stop() {
 	if n.alone {
 		stopMember(n.Cluster, 0)
