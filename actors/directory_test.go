@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,6 +208,34 @@ func TestAckerTrustsItsOwnRouting(t *testing.T) {
 					t.Fatalf("acker/0 passed on %d entries, want %d", got, tc.passed)
 				}
 			})
+		}
+	}
+}
+
+// TestNearAckers: a spout task prefers the ackers the placement puts on its
+// own member, and has no preference when it hosts none or all of them.
+func TestNearAckers(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		owners []string // by acker number
+		want   []bool
+	}{
+		{"one of three here", []string{"b", "a", "c"}, []bool{false, true, false}},
+		{"two of four here", []string{"a", "b", "a", "c"}, []bool{true, false, true, false}},
+		{"none here", []string{"b", "c"}, nil},
+		{"all here", []string{"a", "a"}, nil},
+		{"unplaced (no member hosts ackers)", []string{"", ""}, nil},
+		{"no ackers", nil, nil},
+	} {
+		owner := func(id string) string {
+			n, ok := tracker.AckerNumber(id)
+			if !ok || n >= len(tc.owners) {
+				t.Fatalf("%s: asked for the owner of %q", tc.name, id)
+			}
+			return tc.owners[n]
+		}
+		if got := nearAckers(len(tc.owners), owner, "a"); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: near %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

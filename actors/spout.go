@@ -58,6 +58,10 @@ type spoutTask struct {
 	// the task, or for a source with GlobalIDs its component's first task,
 	// the same whichever task a broker hands the root to.
 	scope uint32
+	// nearOf is the acker set and the topology epoch that the core's near
+	// ackers were worked out under (setNear).
+	nearOf    *tracker.Directory
+	nearEpoch uint64
 }
 
 // maxEarly bounds the notifications a spout task keeps before it starts
@@ -395,6 +399,7 @@ func (s *spoutTask) pull(woken bool) {
 		return
 	}
 	s.setDeadline()
+	s.setNear()
 	var bad *source.BadRecord
 	for s.core.Pull(woken); s.core.Reads(); {
 		r, err := s.src.Next()
@@ -435,15 +440,58 @@ func (s *spoutTask) take(r source.Root) {
 // emit sends one root with a fresh springId, and its init to its acker
 // at the next flush.
 func (s *spoutTask) emit(p tracker.PendingRoot, payload string) {
-	springID := s.core.NextSpringID()
+	d := s.env.dir.Load()
+	springID := s.core.NextSpringID(d)
 	initXor, err := s.col.emitRoot(springID, rootContentID(s.scope, p.ID), p.Time, payload)
 	if err != nil {
 		s.deadLetter(s.core.EmitFailed(p, err.Error()), payload)
 		return
 	}
-	if s.core.Open(springID, p, initXor, s.env.dir.Load(), s.stamp) { // no acker tracks it
+	if s.core.Open(springID, p, initXor, d, s.stamp) { // no acker tracks it
 		s.src.Done(p.ID)
 	}
+}
+
+// setNear tells the core which ackers the placement puts on this member,
+// when the acker set or the cluster changed since it last did: roots are
+// then given to them where it can, so that their inits and completions
+// and the acks of this member's tasks stay here. Some, not all or none:
+// else there is nothing to choose.
+func (s *spoutTask) setNear() {
+	d, epoch := s.env.dir.Load(), s.env.epoch.Load()
+	if d == s.nearOf && epoch == s.nearEpoch {
+		return
+	}
+	s.nearOf, s.nearEpoch = d, epoch
+	var near []bool
+	if o, ok := s.owners(); ok {
+		near = nearAckers(d.Ackers, func(id string) string { return o.Owner(KindAcker, id) }, s.self.Address)
+	}
+	s.core.SetNear(near)
+}
+
+// owners is the placement's answer to who owns a grain, if it gives one.
+func (s *spoutTask) owners() (grain.Owners, bool) {
+	if s.res.c == nil {
+		return nil, false
+	}
+	o, ok := s.res.c.IdentityLookup.(grain.Owners)
+	return o, ok
+}
+
+// nearAckers says, by acker number, which of ackers owner puts at address
+// self; nil when none or all are: there is nothing to prefer.
+func nearAckers(ackers int, owner func(identity string) string, self string) []bool {
+	near, some := make([]bool, ackers), 0
+	for i := range near {
+		if near[i] = owner(tracker.AckerIdentity(i)) == self; near[i] {
+			some++
+		}
+	}
+	if some == 0 || some == ackers {
+		return nil
+	}
+	return near
 }
 
 // setDeadline reads the clock once for a round of emissions: their time,

@@ -113,7 +113,7 @@ func NewAcker(cfg AckerConfig, d *Directory) *Acker {
 	a := &Acker{cfg: cfg, dir: d}
 	expect := a.expect(d)
 	a.l = ledger.New(ledger.Config{Generations: cfg.Generations, ExpectedInFlight: roomy(expect),
-		MaxInFlight: maxInFlight(expect)})
+		MaxInFlight: a.maxInFlight(expect)})
 	tasks := len(cfg.Spouts)
 	a.completed, a.failed, a.expired = newOutbox(tasks), newOutbox(tasks), newOutbox(tasks)
 	a.onExpire = func(id uint64, task uint32) { a.expired.add(task, id) }
@@ -144,14 +144,19 @@ func (a *Acker) Ledger() *ledger.Ledger { return a.l }
 // expect is this acker's share of the roots the spouts may keep in flight
 // (capped: beyond it the table grows once, by half).
 func (a *Acker) expect(d *Directory) int {
-	spouts := 0
+	share := a.cfg.MaxPending * a.spoutTasks() / max(d.Ackers, 1)
+	return min(share+share/10, 1<<20) // the ring's shares differ by a few %
+}
+
+// spoutTasks is the number of the topology's spout tasks.
+func (a *Acker) spoutTasks() int {
+	n := 0
 	for _, s := range a.cfg.Spouts {
 		if s {
-			spouts++
+			n++
 		}
 	}
-	share := a.cfg.MaxPending * spouts / max(d.Ackers, 1)
-	return min(share+share/10, 1<<20) // the ring's shares differ by a few %
+	return n
 }
 
 // roomy is what an acker sizes its ledger for: twice its share of the
@@ -163,8 +168,14 @@ func roomy(expect int) int { return max(expect, min(2*expect, 1<<17)) }
 
 // maxInFlight leaves room for orphans (late acks) beyond what the spouts
 // may keep in flight; past it, inits are rejected and their roots replay at
-// the spout's deadline, and stray acks are dropped and counted.
-func maxInFlight(expect int) int { return 4*expect + 4096 }
+// the spout's deadline, and stray acks are dropped and counted. One acker
+// may own all the roots in flight, not only its share: spout tasks give
+// their roots to the ackers on their own member (Spout.SetNear), and a
+// member can host many spout tasks and one acker.
+func (a *Acker) maxInFlight(expect int) int {
+	all := min(a.cfg.MaxPending*a.spoutTasks(), 1<<22)
+	return max(4*expect, all+all/10) + 4096
+}
 
 // SetDirectory acts on a new acker set: the records this acker no longer
 // owns go to their new ackers, which fold them into what reached them first.
@@ -173,7 +184,7 @@ func (a *Acker) SetDirectory(d *Directory) {
 		return
 	}
 	a.dir = d
-	a.l.SetMaxInFlight(maxInFlight(a.expect(d)))
+	a.l.SetMaxInFlight(a.maxInFlight(a.expect(d)))
 	a.moved = a.l.Extract(func(id uint64) bool { return d.AckerOf(id) != a.cfg.Num }, a.moved[:0])
 	var out handovers
 	for _, r := range a.moved {

@@ -490,3 +490,50 @@ func TestAckerNotifiesOnlySpoutsAndClients(t *testing.T) {
 	}
 	_ = maps.Clone(w.told)
 }
+
+// TestAckerTakesNearSpoutsRoots: spout tasks give their roots to the
+// ackers on their own member where they can (Spout.SetNear), so an acker
+// that shares a member with many spout tasks owns far more than its share
+// of the roots in flight; it takes them all, and refuses none.
+func TestAckerTakesNearSpoutsRoots(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		ackers, spouts int
+		maxPending     int
+	}{
+		{"one of 8 ackers, 50 spout tasks", 8, 50, 2048},
+		{"one of 12 ackers, 30 spout tasks", 12, 30, 2048},
+		{"one of 16 ackers, 64 spout tasks", 16, 64, 1024},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDirectory(1, tc.ackers, 0)
+			spouts := make([]bool, tc.spouts)
+			for i := range spouts {
+				spouts[i] = true
+			}
+			a := NewAcker(AckerConfig{Num: 0, Generations: 3, MaxPending: tc.maxPending, Spouts: spouts}, d)
+			near := make([]bool, tc.ackers)
+			near[0] = true
+			owned := 0
+			for task := range uint32(tc.spouts) {
+				s := NewSpout(SpoutConfig{Task: task, MaxPending: tc.maxPending, MaxReplays: 1, Deadline: 100, Draw: func() uint64 { return uint64(task) << 20 }})
+				s.SetNear(near)
+				m := &messages.Track{Task: task, Routing: d.Routing, Version: d.Version}
+				for range tc.maxPending {
+					if id := s.NextSpringID(d); d.AckerOf(id) == 0 {
+						m.SpringIds, m.InitXors = append(m.SpringIds, id), append(m.InitXors, id|1)
+					}
+				}
+				owned += len(m.SpringIds)
+				a.Track(m)
+			}
+			share := tc.spouts * tc.maxPending / tc.ackers
+			if bound := 4*(share+share/10) + 4096; owned <= bound { // what a bound on the share alone allowed
+				t.Fatalf("the acker owns %d roots, within %d for its share %d: the case does not test what it says", owned, bound, share)
+			}
+			if st := a.Stats(AckerIdentity(0)); st.InFlight != uint64(owned) || st.Rejected != 0 {
+				t.Errorf("%d in flight and %d rejected of %d roots given", st.InFlight, st.Rejected, owned)
+			}
+		})
+	}
+}

@@ -3,9 +3,9 @@ package tracker
 import "math/bits"
 
 // pendingSet holds a spout task's roots in flight by springId. A task's
-// springIds count up and its roots mostly finish in about the order they
-// went out, so a ring indexed by the springId's low bits finds almost every
-// root in one probe with no hashing; a root still in flight when its slot
+// roots take one block of its sequence each (NextSpringID), in order, and
+// mostly finish in about the order they went out, so a ring indexed by the
+// springId's block finds almost every root in one probe with no hashing; a root still in flight when its slot
 // comes round again (a straggler, or more in flight than the ring holds)
 // moves to a map. Not safe for concurrent use (a spout task is one actor).
 type pendingSet struct {
@@ -41,7 +41,7 @@ func (s *pendingSet) len() int {
 
 // put adds or replaces the root of springID.
 func (s *pendingSet) put(springID uint64, p PendingRoot) {
-	slot := &s.ring[springID&s.mask]
+	slot := &s.ring[springID>>nearBits&s.mask]
 	if slot.used && slot.springID == springID {
 		slot.p = p
 		return
@@ -64,7 +64,7 @@ func (s *pendingSet) take(springID uint64) (PendingRoot, bool) {
 	if s == nil {
 		return PendingRoot{}, false
 	}
-	slot := &s.ring[springID&s.mask]
+	slot := &s.ring[springID>>nearBits&s.mask]
 	if slot.used && slot.springID == springID {
 		p := slot.p
 		*slot = pendingSlot{}

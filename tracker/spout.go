@@ -100,7 +100,8 @@ var ErrTooEarly = errors.New("spout: too many notifications before start")
 // the tuples and delivers what Ready, Again and the Settled lists say.
 type Spout struct {
 	cfg        SpoutConfig
-	seq        uint64
+	seq        uint64 // the last springId's block, its last sequence number
+	near       []bool // by acker number: on this task's member (SetNear)
 	pending    *pendingSet
 	tracks     []*messages.Track // per acker, under way
 	out        []Out
@@ -147,12 +148,38 @@ func (s *Spout) Len() int { return s.pending.len() }
 // Full says whether the roots in flight reached MaxPending.
 func (s *Spout) Full() bool { return s.pending.len() >= s.cfg.MaxPending }
 
+// nearBits sizes the blocks of the sequence that roots take their
+// springIds from: one root a block, so that the pending ring stays dense,
+// and 8 ids to choose among for one a near acker owns (with a third of
+// the ackers near, 4 % of roots find none and take the block's first).
+const (
+	nearBits = 3
+	nearMask = 1<<nearBits - 1
+)
+
+// SetNear says which ackers, by number, run on the task's own member; nil
+// (or none, or all) for no preference. NextSpringID then gives roots whose
+// acker is near, so that their inits, their completions and the acks of
+// the tasks on this member do not cross the network.
+func (s *Spout) SetNear(near []bool) { s.near = near }
+
 // NextSpringID is the springId of the next root emitted: a replay never
 // shares its id with an earlier attempt, so that a late ack of that attempt
-// cannot touch it.
-func (s *Spout) NextSpringID() uint64 {
-	s.seq++
-	return SpringID(s.cfg.Task, s.seq)
+// cannot touch it. It is the first id of the next block that an acker near
+// (SetNear) owns under d, else the block's first.
+func (s *Spout) NextSpringID(d *Directory) uint64 {
+	start := (s.seq | nearMask) + 1
+	s.seq = start | nearMask
+	first := SpringID(s.cfg.Task, start) // the block's ids differ in their low bits only
+	if s.near == nil || d == nil || d.Ackers == 0 {
+		return first
+	}
+	for id := first; id <= first|nearMask; id++ {
+		if a := d.AckerOf(id); a < len(s.near) && s.near[a] {
+			return id
+		}
+	}
+	return first
 }
 
 // Open records root r emitted under springID at now, the ids of its tuples

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -52,7 +53,7 @@ func TestSpoutRestoreDrawsAgain(t *testing.T) {
 	}})
 	restored := []uint64{SpringID(5, 1001)}
 	s.Restore(restored, []PendingRoot{{ID: 7, Deadline: 50}})
-	if id := s.NextSpringID(); id != SpringID(5, 1<<30+1) || s.Len() != 1 {
+	if id := s.NextSpringID(nil); id != SpringID(5, 1<<30+8) || s.Len() != 1 { // the next block starts 8 on
 		t.Fatalf("next springId %x after restore, %d in flight", id, s.Len())
 	}
 	if r, ok := s.settle(restored[0]); !ok || r.ID != 7 {
@@ -72,7 +73,7 @@ func TestSpoutTracks(t *testing.T) {
 	var ids []uint64
 	inits := map[uint64]uint64{}
 	for i := range 4 {
-		id := s.NextSpringID()
+		id := s.NextSpringID(nil)
 		ids, inits[id] = append(ids, id), uint64(i)+1
 		s.Open(id, PendingRoot{ID: uint64(i)}, uint64(i)+1, d, 10)
 	}
@@ -99,8 +100,8 @@ func TestSpoutTracks(t *testing.T) {
 	// Routed by two acker sets between flushes: the Track says none.
 	d2 := NewDirectory(2, 1, 0)
 	one := NewDirectory(1, 1, 7)
-	s.Open(s.NextSpringID(), PendingRoot{}, 1, one, 10)
-	s.Open(s.NextSpringID(), PendingRoot{}, 1, d2, 10)
+	s.Open(s.NextSpringID(nil), PendingRoot{}, 1, one, 10)
+	s.Open(s.NextSpringID(nil), PendingRoot{}, 1, d2, 10)
 	s.Flush()
 	if out := s.Ready(); len(out) != 1 || out[0].Msg.(*messages.Track).Routing != 0 || out[0].Msg.(*messages.Track).Version != 0 {
 		t.Fatalf("a Track routed by two sets: %+v", out)
@@ -165,7 +166,7 @@ func TestSpoutSettles(t *testing.T) {
 			if !early {
 				s.Start(tc.redelivers, false, 0, nil)
 			}
-			id := s.NextSpringID()
+			id := s.NextSpringID(nil)
 			s.Open(id, PendingRoot{ID: 9, Attempt: tc.attempt}, 1, NewDirectory(1, 2, 0), 10)
 			var got []Settled
 			var err error
@@ -232,7 +233,7 @@ func TestSpoutPullsAndFinishes(t *testing.T) {
 		d := NewDirectory(1, 1, 0)
 		var ids []uint64
 		for range 4 {
-			ids = append(ids, s.NextSpringID())
+			ids = append(ids, s.NextSpringID(nil))
 			s.Open(ids[len(ids)-1], PendingRoot{}, 1, d, 0)
 		}
 		if s.CanPull() || s.WantsPull() {
@@ -268,7 +269,7 @@ func TestSpoutFailAll(t *testing.T) {
 	s.Start(false, false, 0, nil)
 	d := NewDirectory(1, 2, 0)
 	for i := range 3 {
-		s.Open(s.NextSpringID(), PendingRoot{ID: uint64(i), Attempt: int32(i)}, 1, d, 0)
+		s.Open(s.NextSpringID(nil), PendingRoot{ID: uint64(i), Attempt: int32(i)}, 1, d, 0)
 	}
 	got := s.FailAll("member x died", nil)
 	verdicts := map[uint64]Verdict{}
@@ -290,7 +291,7 @@ func TestSpoutHasten(t *testing.T) {
 	s := newSpout(0)
 	s.Start(false, false, 0, nil)
 	d := NewDirectory(1, 1, 0)
-	a, b := s.NextSpringID(), s.NextSpringID()
+	a, b := s.NextSpringID(nil), s.NextSpringID(nil)
 	s.Open(a, PendingRoot{ID: 1}, 1, d, 0) // deadline 100
 	s.Open(b, PendingRoot{ID: 2}, 1, d, 0)
 	s.Hasten([]uint64{a, 12345}, 20)
@@ -381,7 +382,7 @@ func TestSpoutCounts(t *testing.T) {
 		if r.Time != want {
 			t.Fatalf("root %d emitted with time %d, want %d", i, r.Time, want)
 		}
-		ids = append(ids, s.NextSpringID())
+		ids = append(ids, s.NextSpringID(nil))
 		if s.Open(ids[i], r, 1, d, int64(i)*ms) {
 			t.Fatal("a tracked root completed when opened")
 		}
@@ -419,7 +420,7 @@ func TestSpoutCounts(t *testing.T) {
 	// Without ackers a root completes once emitted, and none is in flight.
 	u := NewSpout(SpoutConfig{Task: 5, MaxPending: 4, Untracked: true, Draw: func() uint64 { return 0 }})
 	u.Start(false, false, 0, nil)
-	if !u.Open(u.NextSpringID(), u.Took(PendingRoot{ID: 1}, 0), 0, nil, 0) || u.counts() != (counts{roots: 1, completed: 1}) {
+	if !u.Open(u.NextSpringID(nil), u.Took(PendingRoot{ID: 1}, 0), 0, nil, 0) || u.counts() != (counts{roots: 1, completed: 1}) {
 		t.Fatalf("untracked: counts %+v", u.counts())
 	}
 }
@@ -433,7 +434,7 @@ func TestSpoutRedeliverCounts(t *testing.T) {
 	a.Start(true, false, 0, nil)
 	b.Start(true, false, 0, nil)
 	take := func(s *Spout, id uint64, attempt int32) uint64 {
-		springID := s.NextSpringID()
+		springID := s.NextSpringID(nil)
 		s.Open(springID, s.Took(PendingRoot{ID: id, Attempt: attempt}, 0), 1, d, 0)
 		return springID
 	}
@@ -455,7 +456,7 @@ func TestSpoutRedeliverCounts(t *testing.T) {
 	// A task that took over a count of none does not go below it.
 	c := newSpout(0)
 	c.Start(true, false, 0, nil)
-	id := c.NextSpringID()
+	id := c.NextSpringID(nil)
 	c.Restore([]uint64{id}, []PendingRoot{{ID: 4, Deadline: 100}})
 	c.Step(&messages.Failed{SpringIds: []uint64{id}}, 1, nil)
 	if cc := c.counts(); cc != (counts{failed: 1, replayed: 1}) {
@@ -485,7 +486,7 @@ func pullOnce(s *Spout, d *Directory, now int64, woken bool, answers ...answer) 
 		}
 		switch a {
 		case root:
-			s.Open(s.NextSpringID(), s.Took(PendingRoot{ID: uint64(reads)}, now), 1, d, now)
+			s.Open(s.NextSpringID(nil), s.Took(PendingRoot{ID: uint64(reads)}, now), 1, d, now)
 		case notReady:
 			s.NotReady()
 		case eof:
@@ -535,7 +536,7 @@ func TestSpoutPull(t *testing.T) {
 		s.Start(false, false, 0, nil)
 		d := NewDirectory(1, 1, 0)
 		for range tc.inFlight {
-			s.Open(s.NextSpringID(), s.Took(PendingRoot{}, 0), 1, d, 0)
+			s.Open(s.NextSpringID(nil), s.Took(PendingRoot{}, 0), 1, d, 0)
 		}
 		reads, wait, again := pullOnce(s, d, 0, false, tc.answers...)
 		c := s.counts()
@@ -695,7 +696,7 @@ func TestSpoutFinishes(t *testing.T) {
 		s := newSpout(0)
 		s.Start(false, false, 0, nil)
 		d := NewDirectory(1, 1, 0)
-		id := s.NextSpringID()
+		id := s.NextSpringID(nil)
 		s.Open(id, s.Took(PendingRoot{ID: 1, Attempt: tc.attempt}, 0), 1, d, 0)
 		if tc.end {
 			s.Exhausted()
@@ -714,7 +715,7 @@ func TestSpoutFinishes(t *testing.T) {
 		}
 		if replay {
 			v, _ := s.Reread(got[0], Read, "")
-			id = s.NextSpringID()
+			id = s.NextSpringID(nil)
 			s.Open(id, v.Root, 1, d, 1)
 			if s.Finished() {
 				t.Errorf("%s: finished with its replay in flight", tc.name)
@@ -724,5 +725,69 @@ func TestSpoutFinishes(t *testing.T) {
 		if s.Finished() != tc.replayed {
 			t.Errorf("%s: finished %v at the end", tc.name, s.Finished())
 		}
+	}
+}
+
+// TestNextSpringIDPrefersNear: each root takes the next block of the
+// sequence, and of it the first id a near acker owns, or the block's first
+// when none does or none are named; with a third of the ackers near, about
+// 96 % of roots are theirs. A spout's MaxPending roots in flight so chosen
+// stay in its pending ring, none spilled.
+func TestNextSpringIDPrefersNear(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ackers   int
+		near     []int
+		wantNear float64 // at least this share of roots owned by a near acker
+	}{
+		{"no preference", 3, nil, 0},
+		{"one of three", 3, []int{1}, 0.94},
+		{"two of three", 3, []int{0, 2}, 0.99},
+		{"one of eight", 8, []int{5}, 0.62},
+		{"three of eight", 8, []int{0, 3, 7}, 0.96},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const roots = 20000
+			d := NewDirectory(1, tc.ackers, 0)
+			var near []bool
+			if tc.near != nil {
+				near = make([]bool, tc.ackers)
+				for _, a := range tc.near {
+					near[a] = true
+				}
+			}
+			rng := rand.New(rand.NewPCG(uint64(tc.ackers), uint64(len(tc.near))))
+			s := NewSpout(SpoutConfig{Task: 9, MaxPending: roots, MaxReplays: 1, Deadline: 100, Draw: func() uint64 { return rng.Uint64N(1 << 39) }})
+			s.SetNear(near)
+			prev, hits := uint64(0), 0
+			for i := range roots {
+				id := s.NextSpringID(d)
+				block := id &^ nearMask
+				if i > 0 && block != prev+nearMask+1 {
+					t.Fatalf("root %d: springId %x not in the block after %x", i, id, prev)
+				}
+				prev = block
+				want := block
+				for c := block; near != nil && c <= block|nearMask; c++ {
+					if near[d.AckerOf(c)] {
+						want = c
+						break
+					}
+				}
+				if id != want {
+					t.Fatalf("root %d: springId %x, want %x", i, id, want)
+				}
+				if near != nil && near[d.AckerOf(id)] {
+					hits++
+				}
+				s.Open(id, PendingRoot{ID: uint64(i)}, 1, d, 0)
+			}
+			if got := float64(hits) / roots; got < tc.wantNear {
+				t.Errorf("%.3f of roots owned by a near acker, want at least %.2f", got, tc.wantNear)
+			}
+			if s.Len() != roots || len(s.pending.spill) != 0 {
+				t.Errorf("%d in flight, %d of them spilled from the pending ring, want %d and none", s.Len(), len(s.pending.spill), roots)
+			}
+		})
 	}
 }
