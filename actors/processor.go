@@ -415,7 +415,7 @@ func (p *processorTask) drain(m *messages.Drain) {
 
 func (p *processorTask) sendTuples(target uint32, b *messages.TupleBatch) {
 	if pid := p.res.get(p.env.topo.kindOf(target), p.env.topo.identity(target)); pid != nil {
-		sendTuples(p.root, p.self.Address, pid, b)
+		sendTuples(p.root, p.self.Address, pid, b, &p.env.recycle)
 		return
 	}
 	p.env.log.Errorf("processor %s: no member hosts %s; %d tuples left to time out", p.info.Component, p.env.topo.identity(target), len(b.AnchorCounts))

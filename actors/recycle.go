@@ -16,7 +16,9 @@ import (
 // with its roots in flight bounded, a tracked topology's live heap is
 // small, so the collector runs often. A sender never recycles what it
 // sent, since a message to another member is serialised after Send
-// returns; its receiver there recycles its own copy.
+// returns; its receiver there recycles its own copy. A tuple batch for
+// another member is the exception: it goes as a framed copy, and its
+// columns are recycled as it leaves (sendTuples).
 type recycler struct {
 	tracks    sync.Pool // *messages.Track
 	acks      sync.Pool // *messages.AckBatch

@@ -500,7 +500,7 @@ func (s *spoutTask) setDeadline() { s.stamp = s.env.now().UnixNano() }
 
 func (s *spoutTask) sendTuples(target uint32, b *messages.TupleBatch) {
 	if p := s.res.get(s.env.topo.kindOf(target), s.env.topo.identity(target)); p != nil {
-		sendTuples(s.root, s.self.Address, p, b)
+		sendTuples(s.root, s.self.Address, p, b, &s.env.recycle)
 		return
 	}
 	s.env.log.Errorf("spout %s: no member hosts %s; their %d roots replay in %v", s.info.Component, s.env.topo.identity(target), len(b.AnchorCounts), undeliveredRetry)

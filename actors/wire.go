@@ -11,12 +11,17 @@ import (
 )
 
 // sendTuples sends b to pid, framed when pid is on another member: a batch
-// to a task on this one is never serialised, so it keeps its columns.
-func sendTuples(root *actor.RootContext, self string, pid *actor.PID, b *messages.TupleBatch) {
-	if pid.Address != self {
-		frame(b)
+// to a task on this one is never serialised, so it keeps its columns. The
+// frame is a copy, so b's columns go back to r at once: a task whose
+// batches all leave the member would otherwise never get one back, and
+// would grow every batch afresh.
+func sendTuples(root *actor.RootContext, self string, pid *actor.PID, b *messages.TupleBatch, r *recycler) {
+	if pid.Address == self {
+		root.Send(pid, b)
+		return
 	}
-	root.Send(pid, b)
+	root.Send(pid, framed(b))
+	r.doneTuples(b)
 }
 
 // framed returns a framed copy of b, which keeps its columns.

@@ -2,13 +2,17 @@ package actors
 
 import (
 	"encoding/binary"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/acktor/acktor/messages"
+	"github.com/asynkron/protoactor-go/actor"
 )
 
 // overTheWire frames every batch sent to task, as for another member, and
@@ -174,4 +178,55 @@ func BenchmarkTupleBatchWire(b *testing.B) {
 	}
 	b.Run("columns", func(b *testing.B) { trip(b, false) })
 	b.Run("framed", func(b *testing.B) { trip(b, true) })
+}
+
+// TestSendTuplesRecyclesFramed: a batch for a task on another member goes
+// as a framed copy that decodes to the same columns, and the sender's own
+// batch is recycled at once; a batch for a task on this member goes as it
+// is, and is not.
+func TestSendTuplesRecyclesFramed(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	got := make(chan *messages.TupleBatch, 2)
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if b, ok := ctx.Message().(*messages.TupleBatch); ok {
+			got <- b
+		}
+	}))
+	defer sys.Root.Stop(pid)
+	batch := func() *messages.TupleBatch {
+		return &messages.TupleBatch{FromTask: 3, AnchorCounts: []uint32{1, 1}, SpringIds: []uint64{7, 8}, TupleIds: []uint64{9, 10},
+			ValueCounts: []uint32{1, 1}, Values: []string{"a", "bc"}, ContentIds: []uint64{1, 2}, Times: []int64{5, 6}}
+	}
+	for _, tc := range []struct {
+		name   string
+		self   string // the sender's member: pid's own, or another
+		remote bool
+	}{
+		{"to this member", pid.Address, false},
+		{"to another member", "elsewhere:1", true},
+	} {
+		var r recycler
+		b, want := batch(), batch()
+		sendTuples(sys.Root, tc.self, pid, b, &r)
+		var m *messages.TupleBatch
+		select {
+		case m = <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: nothing arrived", tc.name)
+		}
+		if (m != b) != tc.remote || (len(m.Frame) > 0) != tc.remote {
+			t.Fatalf("%s: the batch itself arrived %v, framed %v", tc.name, m == b, len(m.Frame) > 0)
+		}
+		if err := unframe(m); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !proto.Equal(m, want) {
+			t.Errorf("%s: arrived %v, want %v", tc.name, m, want)
+		}
+		if recycled := b.Values[0] == ""; recycled != tc.remote {
+			t.Errorf("%s: the sender's batch recycled %v, want %v", tc.name, recycled, tc.remote)
+		}
+	}
 }
