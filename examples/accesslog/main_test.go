@@ -215,7 +215,8 @@ func TestServiceThreeMembers(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("member %d's gateway: %v (%v), want %v", i, got, err, want)
+					log, _ := os.ReadFile(paths[i] + ".log")
+					t.Fatalf("member %d's gateway: %v (%v), want %v; the end of its log:\n%s", i, got, err, want, log[max(0, len(log)-4096):])
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
