@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -401,6 +402,8 @@ type nodeStats struct {
 	Replayed     uint64 `json:"replayed"`
 	DeadLettered uint64 `json:"dead_lettered"`
 	Ackers       []struct {
+		Member     string `json:"member"`
+		Tracked    uint64 `json:"tracked"`
 		HandedOver uint64 `json:"handed_over"`
 		Adopted    uint64 `json:"adopted"`
 	} `json:"ackers"`
@@ -429,6 +432,61 @@ func readCounts(t *testing.T, dir string) map[string]int64 {
 		got[w], _ = strconv.ParseInt(n, 10, 64)
 	}
 	return got
+}
+
+// TestNodeRootsStayNear: a topology of one spout task on a cluster of
+// three processes with an acker each gives almost all its roots to the
+// acker on the spout's member (the ring alone would give it a third), so
+// that their inits and completions do not cross the network; every line
+// is counted once, none replayed.
+func TestNodeRootsStayNear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	const lines = 100_000
+	dir := t.TempDir()
+	input, truth := writeInput(t, dir, lines)
+	paths, _ := writeNodeConfigs(t, dir, input, "30s", "")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, bytes.Replace(b, []byte("  spouts: 3\n"), []byte("  spouts: 1\n"), 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startNode(t, paths[1])
+	startNode(t, paths[2])
+	driver, stderr := startDriver(t, paths[0])
+	sc := bufio.NewScanner(stderr)
+	var tail []string
+	for sc.Scan() {
+		tail = append(tail, sc.Text())
+	}
+	if err := driver.Wait(); err != nil {
+		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
+	}
+	st, b := readNodeStats(t, dir)
+	members := map[string]bool{}
+	var most, all uint64
+	for _, a := range st.Ackers {
+		members[a.Member] = true
+		most, all = max(most, a.Tracked), all+a.Tracked
+	}
+	if st.Completed != lines || st.Replayed != 0 || len(st.Ackers) != 3 || len(members) != 3 || all != lines {
+		t.Fatalf("want %d lines completed, none replayed, 3 ackers on 3 members tracking them all: %s", lines, b)
+	}
+	if most < all*9/10 {
+		t.Errorf("the busiest acker tracked %d of %d roots, want at least 90 %%: %s", most, all, b)
+	}
+	got := readCounts(t, dir)
+	for w, n := range truth {
+		if got[w] != n {
+			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
+		}
+	}
+	t.Logf("the spout's member's acker tracked %d of %d roots", most, all)
 }
 
 // TestNodeAckersSet changes the acker count of a three-process cluster
