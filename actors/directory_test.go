@@ -213,7 +213,7 @@ func TestAckerTrustsItsOwnRouting(t *testing.T) {
 }
 
 // TestNearAckers: a spout task prefers the ackers the placement puts on its
-// own member, and has no preference when it hosts none or all of them.
+// own member.
 func TestNearAckers(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -222,9 +222,9 @@ func TestNearAckers(t *testing.T) {
 	}{
 		{"one of three here", []string{"b", "a", "c"}, []bool{false, true, false}},
 		{"two of four here", []string{"a", "b", "a", "c"}, []bool{true, false, true, false}},
-		{"none here", []string{"b", "c"}, nil},
-		{"all here", []string{"a", "a"}, nil},
-		{"unplaced (no member hosts ackers)", []string{"", ""}, nil},
+		{"none here", []string{"b", "c"}, []bool{false, false}},
+		{"all here", []string{"a", "a"}, []bool{true, true}},
+		{"unplaced (no member hosts ackers)", []string{"", ""}, []bool{false, false}},
 		{"no ackers", nil, nil},
 	} {
 		owner := func(id string) string {

@@ -59,9 +59,10 @@ type spoutTask struct {
 	// the same whichever task a broker hands the root to.
 	scope uint32
 	// nearOf is the acker set and the topology epoch that the core's near
-	// ackers were worked out under (setNear).
+	// ackers were worked out under, and nearAt when (setNear).
 	nearOf    *tracker.Directory
 	nearEpoch uint64
+	nearAt    int64
 }
 
 // maxEarly bounds the notifications a spout task keeps before it starts
@@ -453,16 +454,16 @@ func (s *spoutTask) emit(p tracker.PendingRoot, payload string) {
 }
 
 // setNear tells the core which ackers the placement puts on this member,
-// when the acker set or the cluster changed since it last did: roots are
-// then given to them where it can, so that their inits and completions
-// and the acks of this member's tasks stay here. Some, not all or none:
-// else there is nothing to choose.
+// when the acker set or the cluster changed since it last did, or a
+// second passed (the placement hears of a change in its own time): roots
+// are then given to them where it can, so that their inits and
+// completions and the acks of this member's tasks stay here.
 func (s *spoutTask) setNear() {
 	d, epoch := s.env.dir.Load(), s.env.epoch.Load()
-	if d == s.nearOf && epoch == s.nearEpoch {
+	if d == s.nearOf && epoch == s.nearEpoch && s.stamp-s.nearAt < int64(time.Second) {
 		return
 	}
-	s.nearOf, s.nearEpoch = d, epoch
+	s.nearOf, s.nearEpoch, s.nearAt = d, epoch, s.stamp
 	var near []bool
 	if o, ok := s.owners(); ok {
 		near = nearAckers(d.Ackers, func(id string) string { return o.Owner(KindAcker, id) }, s.self.Address)
@@ -480,16 +481,11 @@ func (s *spoutTask) owners() (grain.Owners, bool) {
 }
 
 // nearAckers says, by acker number, which of ackers owner puts at address
-// self; nil when none or all are: there is nothing to prefer.
+// self.
 func nearAckers(ackers int, owner func(identity string) string, self string) []bool {
-	near, some := make([]bool, ackers), 0
+	near := make([]bool, ackers)
 	for i := range near {
-		if near[i] = owner(tracker.AckerIdentity(i)) == self; near[i] {
-			some++
-		}
-	}
-	if some == 0 || some == ackers {
-		return nil
+		near[i] = owner(tracker.AckerIdentity(i)) == self
 	}
 	return near
 }

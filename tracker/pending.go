@@ -5,9 +5,9 @@ import "math/bits"
 // pendingSet holds a spout task's roots in flight by springId. A task's
 // roots take one block of its sequence each (NextSpringID), in order, and
 // mostly finish in about the order they went out, so a ring indexed by the
-// springId's block finds almost every root in one probe with no hashing; a root still in flight when its slot
-// comes round again (a straggler, or more in flight than the ring holds)
-// moves to a map. Not safe for concurrent use (a spout task is one actor).
+// springId's block finds almost every root in one probe with no hashing;
+// a root still in flight when its slot comes round again (a straggler, or
+// more in flight than the ring holds) moves to a map. Not safe for concurrent use (a spout task is one actor).
 type pendingSet struct {
 	ring  []pendingSlot
 	mask  uint64

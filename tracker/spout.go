@@ -161,7 +161,18 @@ const (
 // (or none, or all) for no preference. NextSpringID then gives roots whose
 // acker is near, so that their inits, their completions and the acks of
 // the tasks on this member do not cross the network.
-func (s *Spout) SetNear(near []bool) { s.near = near }
+func (s *Spout) SetNear(near []bool) {
+	n := 0
+	for _, x := range near {
+		if x {
+			n++
+		}
+	}
+	if n == 0 || n == len(near) {
+		near = nil
+	}
+	s.near = near
+}
 
 // NextSpringID is the springId of the next root emitted: a replay never
 // shares its id with an earlier attempt, so that a late ack of that attempt

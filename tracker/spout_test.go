@@ -730,7 +730,8 @@ func TestSpoutFinishes(t *testing.T) {
 
 // TestNextSpringIDPrefersNear: each root takes the next block of the
 // sequence, and of it the first id a near acker owns, or the block's first
-// when none does or none are named; with a third of the ackers near, about
+// when none does or none are named (no acker near, or all, is no
+// preference: the first); with a third of the ackers near, about
 // 96 % of roots are theirs. A spout's MaxPending roots in flight so chosen
 // stay in its pending ring, none spilled.
 func TestNextSpringIDPrefersNear(t *testing.T) {
@@ -741,6 +742,8 @@ func TestNextSpringIDPrefersNear(t *testing.T) {
 		wantNear float64 // at least this share of roots owned by a near acker
 	}{
 		{"no preference", 3, nil, 0},
+		{"none near", 3, []int{}, 0},
+		{"all near", 3, []int{0, 1, 2}, 1},
 		{"one of three", 3, []int{1}, 0.94},
 		{"two of three", 3, []int{0, 2}, 0.99},
 		{"one of eight", 8, []int{5}, 0.62},
@@ -759,6 +762,9 @@ func TestNextSpringIDPrefersNear(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(tc.ackers), uint64(len(tc.near))))
 			s := NewSpout(SpoutConfig{Task: 9, MaxPending: roots, MaxReplays: 1, Deadline: 100, Draw: func() uint64 { return rng.Uint64N(1 << 39) }})
 			s.SetNear(near)
+			if preferring := len(tc.near) > 0 && len(tc.near) < tc.ackers; (s.near != nil) != preferring {
+				t.Fatalf("SetNear(%v) keeps %v: want a preference %v", near, s.near, preferring)
+			}
 			prev, hits := uint64(0), 0
 			for i := range roots {
 				id := s.NextSpringID(d)
