@@ -77,27 +77,15 @@ func frame(b *messages.TupleBatch) {
 		size += len(v)
 	}
 	f := make([]byte, size)
-	le := binary.LittleEndian
-	for i, x := range header {
-		le.PutUint32(f[4*i:], x)
-	}
-	off := frameHeader
-	for _, col := range [][]uint64{b.SpringIds, b.TupleIds, b.ContentIds} {
-		for _, x := range col {
-			le.PutUint64(f[off:], x)
-			off += 8
-		}
-	}
-	for _, x := range b.Times {
-		le.PutUint64(f[off:], uint64(x))
-		off += 8
+	off := putColumn(f, header)
+	times := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b.Times))), len(b.Times))
+	for _, col := range [][]uint64{b.SpringIds, b.TupleIds, b.ContentIds, times} {
+		off += putColumn(f[off:], col)
 	}
 	for _, col := range counts {
-		for _, x := range col {
-			le.PutUint32(f[off:], x)
-			off += 4
-		}
+		off += putColumn(f[off:], col)
 	}
+	le := binary.LittleEndian
 	for _, v := range b.Values {
 		le.PutUint32(f[off:], uint32(len(v)))
 		off += 4
@@ -106,6 +94,23 @@ func frame(b *messages.TupleBatch) {
 		off += copy(f[off:], v)
 	}
 	*b = messages.TupleBatch{FromTask: b.FromTask, Frame: f}
+}
+
+// putColumn writes col at the start of f, little-endian, and returns the
+// bytes it took: one copy of the array on a little-endian machine.
+func putColumn[T uint32 | uint64](f []byte, col []T) int {
+	size := int(unsafe.Sizeof(T(0)))
+	if littleEndian {
+		return copy(f, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(col))), size*len(col)))
+	}
+	for i, x := range col {
+		if size == 8 {
+			binary.LittleEndian.PutUint64(f[8*i:], uint64(x))
+		} else {
+			binary.LittleEndian.PutUint32(f[4*i:], uint32(x))
+		}
+	}
+	return size * len(col)
 }
 
 // unframe fills b's columns from b.Frame, if it has one. The values are

@@ -178,6 +178,14 @@ func BenchmarkTupleBatchWire(b *testing.B) {
 	}
 	b.Run("columns", func(b *testing.B) { trip(b, false) })
 	b.Run("framed", func(b *testing.B) { trip(b, true) })
+	b.Run("frame-only", func(b *testing.B) { // the sender's part of framed
+		src := batch()
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = framed(src)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/512, "ns/tuple")
+	})
 }
 
 // TestSendTuplesRecyclesFramed: a batch for a task on another member goes
