@@ -197,13 +197,15 @@ func (a *ackerTask) move(ctx actor.Context, m *grain.Moved) {
 	if a.cancel != nil {
 		a.cancel()
 	}
-	h := a.core.HandOverAll()
+	hs := a.core.HandOverAll()
 	a.deliver()
-	if len(h.SpringIds) > 0 {
+	records := 0
+	for _, h := range hs {
 		a.root.Send(f.to, h)
+		records += len(h.SpringIds)
 	}
 	a.fwd = f
-	a.env.log.Debugf("%s: moved to %s with %d records", a.id, f.to.Address, len(h.SpringIds))
+	a.env.log.Debugf("%s: moved to %s with %d records", a.id, f.to.Address, records)
 	if m.Done != nil {
 		m.Done()
 	}

@@ -171,10 +171,12 @@ func roomy(expect int) int { return max(expect, min(2*expect, 1<<17)) }
 // the spout's deadline, and stray acks are dropped and counted. One acker
 // may own all the roots in flight, not only its share: spout tasks give
 // their roots to the ackers on their own member (Spout.SetNear), and a
-// member can host many spout tasks and one acker.
+// member can host many spout tasks and one acker. Twice all of them leaves
+// such an acker the room for orphans and clients' roots that 4 shares
+// leave the others.
 func (a *Acker) maxInFlight(expect int) int {
 	all := min(a.cfg.MaxPending*a.spoutTasks(), 1<<22)
-	return max(4*expect, all+all/10) + 4096
+	return max(4*expect, 2*all) + 4096
 }
 
 // SetDirectory acts on a new acker set: the records this acker no longer
@@ -318,16 +320,24 @@ func (a *Acker) Handover(m *messages.Handover) {
 }
 
 // HandOverAll removes every record, for the acker's activation on another
-// member (the acker moved), and returns them in one Handover; what is
-// queued for the spouts goes to Ready first.
-func (a *Acker) HandOverAll() *messages.Handover {
+// member (the acker moved), and returns them in Handovers of at most
+// MaxHandover records; what is queued for the spouts goes to Ready first.
+func (a *Acker) HandOverAll() []*messages.Handover {
 	a.Flush()
-	h := &messages.Handover{Version: a.dir.Version, Routing: a.dir.Routing}
+	var hs []*messages.Handover
 	for _, r := range a.l.Extract(func(uint64) bool { return true }, nil) {
-		a.addHandover(h, r)
+		if len(hs) == 0 || len(hs[len(hs)-1].SpringIds) == MaxHandover {
+			hs = append(hs, &messages.Handover{Version: a.dir.Version, Routing: a.dir.Routing})
+		}
+		a.addHandover(hs[len(hs)-1], r)
 	}
-	return h
+	return hs
 }
+
+// MaxHandover bounds the records of one Handover: about 21 bytes each on
+// the wire, well under what a member takes in one message (64 MiB). An
+// acker may hold millions (all the roots of its member's spout tasks).
+const MaxHandover = 1 << 20
 
 // Pending says whether completions or failures wait for Flush.
 func (a *Acker) Pending() bool {
@@ -503,13 +513,19 @@ func sendAll[M any](a *Acker, by map[int]M) {
 // handovers gathers records to hand over, per acker.
 type handovers struct{ by map[int]*messages.Handover }
 
-// handover adds a record to the Handover for its owner.
+// handover adds a record to the Handover for its owner; a full one
+// (MaxHandover) goes to Ready at once, and a new one is begun.
 func (a *Acker) handover(out *handovers, r ledger.Record) {
 	o := a.dir.AckerOf(r.SpringID)
 	if out.by == nil {
 		out.by = map[int]*messages.Handover{}
 	}
 	h := out.by[o]
+	if h != nil && len(h.SpringIds) == MaxHandover {
+		assert.That(o != a.cfg.Num, "acker: handing records over to itself")
+		a.out = append(a.out, Out{Dest: ToAcker, Acker: o, Msg: h})
+		h = nil
+	}
 	if h == nil {
 		h = &messages.Handover{Version: a.dir.Version, Routing: a.dir.Routing}
 		out.by[o] = h

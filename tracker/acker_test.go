@@ -9,6 +9,7 @@ import (
 
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/tracker/ledger"
+	"google.golang.org/protobuf/proto"
 )
 
 // spoutTasks is the test topology: tasks 0 and 1 are spout tasks, 2 and 3
@@ -535,5 +536,34 @@ func TestAckerTakesNearSpoutsRoots(t *testing.T) {
 				t.Errorf("%d in flight and %d rejected of %d roots given", st.InFlight, st.Rejected, owned)
 			}
 		})
+	}
+}
+
+// TestAckerHandOverAllInParts: an acker that moves hands its records over
+// in parts of at most MaxHandover, each within what a member takes in one
+// message, and a new acker that takes the parts holds every record.
+func TestAckerHandOverAllInParts(t *testing.T) {
+	const roots = MaxHandover + 3
+	d := NewDirectory(1, 1, 0)
+	cfg := AckerConfig{Num: 0, Generations: 3, MaxPending: roots, Spouts: []bool{true}}
+	a := NewAcker(cfg, d)
+	m := &messages.Track{Task: 0, Routing: d.Routing, Version: d.Version}
+	for i := range uint64(roots) {
+		m.SpringIds, m.InitXors = append(m.SpringIds, SpringID(0, i)), append(m.InitXors, i|1)
+	}
+	a.Track(m)
+	parts := a.HandOverAll()
+	if len(parts) != 2 || len(parts[0].SpringIds) != MaxHandover || len(parts[1].SpringIds) != 3 {
+		t.Fatalf("%d parts, want 2 of %d and 3 records", len(parts), MaxHandover)
+	}
+	if size := proto.Size(parts[0]); size > 32<<20 {
+		t.Errorf("a part of %d bytes, want at most 32 MiB", size)
+	}
+	b := NewAcker(cfg, d)
+	for _, h := range parts {
+		b.Handover(h)
+	}
+	if st := b.Stats(AckerIdentity(0)); st.InFlight != roots || st.Rejected != 0 || a.Stats(AckerIdentity(0)).InFlight != 0 {
+		t.Fatalf("the new acker holds %d records (%d refused), want %d; the old one %d", st.InFlight, st.Rejected, roots, a.Stats(AckerIdentity(0)).InFlight)
 	}
 }
