@@ -41,7 +41,7 @@ type SpoutConfig struct {
 	Deadline int64
 	// Draw returns a random start for the task's sequence (the task's
 	// randomness, injected). It must leave the top bit of SpringBits clear,
-	// room to count.
+	// room to count: 2^36 roots, since each takes a block of 8 numbers.
 	Draw func() uint64
 	// Track makes an empty Track for the task; the actors reuse theirs. Nil:
 	// a fresh message each time.
