@@ -57,11 +57,6 @@ func nodeLeave(t *testing.T, lines int) bool {
 	if st.Completed != uint64(lines) || st.Failed != 0 || st.Replayed != 0 {
 		t.Fatalf("stats: %s\n%s", b, strings.Join(tail[max(0, len(tail)-20):], "\n"))
 	}
-	got := readCounts(t, dir)
-	for w, n := range truth {
-		if got[w] != n {
-			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
-		}
-	}
+	exactCounts(t, dir, truth)
 	return true
 }

@@ -421,6 +421,18 @@ func readNodeStats(t testing.TB, dir string) (nodeStats, []byte) {
 	return st, b
 }
 
+// exactCounts fails t unless the run's output in dir counts every word of
+// truth exactly.
+func exactCounts(t *testing.T, dir string, truth map[string]int64) {
+	t.Helper()
+	got := readCounts(t, dir)
+	for w, n := range truth {
+		if got[w] != n {
+			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
+		}
+	}
+}
+
 func readCounts(t *testing.T, dir string) map[string]int64 {
 	out, err := os.ReadFile(filepath.Join(dir, "out.tsv"))
 	if err != nil {
@@ -480,12 +492,7 @@ func TestNodeRootsStayNear(t *testing.T) {
 	if most < all*9/10 {
 		t.Errorf("the busiest acker tracked %d of %d roots, want at least 90 %%: %s", most, all, b)
 	}
-	got := readCounts(t, dir)
-	for w, n := range truth {
-		if got[w] != n {
-			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
-		}
-	}
+	exactCounts(t, dir, truth)
 	t.Logf("the spout's member's acker tracked %d of %d roots", most, all)
 }
 
@@ -557,12 +564,7 @@ func TestNodeAckersSet(t *testing.T) {
 	if st.Completed != lines || st.Failed != 0 || st.Replayed != 0 || len(st.Ackers) != 5 || handed == 0 {
 		t.Fatalf("stats: %s", b)
 	}
-	got := readCounts(t, dir)
-	for w, n := range truth {
-		if got[w] != n {
-			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
-		}
-	}
+	exactCounts(t, dir, truth)
 	t.Logf("%d records handed over", handed)
 }
 
@@ -674,12 +676,7 @@ func nodeJoin(t *testing.T, lines int) bool {
 	if st.Completed != uint64(lines) || st.Failed != 0 || st.Replayed != 0 {
 		t.Fatalf("stats: %s", b)
 	}
-	got := readCounts(t, dir)
-	for w, n := range truth {
-		if got[w] != n {
-			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
-		}
-	}
+	exactCounts(t, dir, truth)
 	return true
 }
 

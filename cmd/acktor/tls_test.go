@@ -57,12 +57,7 @@ func TestNodeMutualTLS(t *testing.T) {
 	if st.Completed != lines || st.Failed != 0 || st.Replayed != 0 {
 		t.Fatalf("stats: %s", b)
 	}
-	got := readCounts(t, dir)
-	for w, n := range truth {
-		if got[w] != n {
-			t.Fatalf("%s counted %d, truth %d", w, got[w], n)
-		}
-	}
+	exactCounts(t, dir, truth)
 	logs := map[string]string{"driver": strings.Join(tail, "\n")}
 	for i, p := range paths[1:] {
 		b, err := os.ReadFile(p + ".log")
