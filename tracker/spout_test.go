@@ -53,7 +53,7 @@ func TestSpoutRestoreDrawsAgain(t *testing.T) {
 	}})
 	restored := []uint64{SpringID(5, 1001)}
 	s.Restore(restored, []PendingRoot{{ID: 7, Deadline: 50}})
-	if id := s.NextSpringID(nil); id != SpringID(5, 1<<30+8) || s.Len() != 1 { // the next block starts 8 on
+	if id := s.NextSpringID(nil); id != SpringID(5, 1<<30+nearMask+1) || s.Len() != 1 { // the next block
 		t.Fatalf("next springId %x after restore, %d in flight", id, s.Len())
 	}
 	if r, ok := s.settle(restored[0]); !ok || r.ID != 7 {
@@ -731,8 +731,8 @@ func TestSpoutFinishes(t *testing.T) {
 // TestNextSpringIDPrefersNear: each root takes the next block of the
 // sequence, and of it the first id a near acker owns, or the block's first
 // when none does or none are named (no acker near, or all, is no
-// preference: the first); with a third of the ackers near, about
-// 96 % of roots are theirs. A spout's MaxPending roots in flight so chosen
+// preference: the first); with a third of the ackers near, every root
+// is theirs. A spout's MaxPending roots in flight so chosen
 // stay in its pending ring, none spilled.
 func TestNextSpringIDPrefersNear(t *testing.T) {
 	for _, tc := range []struct {
@@ -744,10 +744,11 @@ func TestNextSpringIDPrefersNear(t *testing.T) {
 		{"no preference", 3, nil, 0},
 		{"none near", 3, []int{}, 0},
 		{"all near", 3, []int{0, 1, 2}, 1},
-		{"one of three", 3, []int{1}, 0.94},
-		{"two of three", 3, []int{0, 2}, 0.99},
-		{"one of eight", 8, []int{5}, 0.62},
-		{"three of eight", 8, []int{0, 3, 7}, 0.96},
+		{"one of three", 3, []int{1}, 1},
+		{"two of three", 3, []int{0, 2}, 1},
+		{"one of eight", 8, []int{5}, 0.998},
+		{"three of eight", 8, []int{0, 3, 7}, 1},
+		{"one of 32", 32, []int{9}, 0.85},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const roots = 20000
