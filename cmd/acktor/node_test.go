@@ -239,7 +239,7 @@ func nodeKilled(t *testing.T, etcdAddr, timeout string) (took, stall time.Durati
 		Ackers []struct{ Member string }
 	}
 	if err != nil || json.Unmarshal([]byte(out.String()), &gs) != nil {
-		t.Fatalf("status: %v\n%s\nthe driver said:\n%s", err, out.String(), strings.Join(tail, "\n"))
+		t.Fatalf("status: %v\n%s\nthe driver said (read error %v):\n%s", err, out.String(), sc.Err(), strings.Join(tail, "\n"))
 	}
 	hosted := map[string]int{}
 	victimAddr := addrs[1]
