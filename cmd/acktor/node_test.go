@@ -213,7 +213,9 @@ func TestNodeLeaseLostEtcd(t *testing.T) {
 
 // nodeKilled returns how long after the kill the driver exited.
 func nodeKilled(t *testing.T, etcdAddr, timeout string) (took, stall time.Duration) {
-	const lines = 1_000_000
+	// Long enough that a worker dies mid-run: 1M lines came to end within a
+	// second, before the first progress report.
+	const lines = 2_000_000
 	dir := t.TempDir()
 	input, truth := writeInput(t, dir, lines)
 	gw := fmt.Sprintf("127.0.0.1:%d", testserver.FreePorts(t, 1)[0])
@@ -228,6 +230,9 @@ func nodeKilled(t *testing.T, etcdAddr, timeout string) (took, stall time.Durati
 	var tail []string
 	sc := bufio.NewScanner(stderr)
 	tail = untilProgress(sc, tail)
+	if len(tail) == 0 || !strings.Contains(tail[len(tail)-1], "progress:") {
+		t.Fatalf("the run ended before its first progress report:\n%s", strings.Join(tail, "\n"))
+	}
 	// Kill the worker that hosts the most ackers: its records are lost.
 	var out strings.Builder
 	status, finish := newRoot()
