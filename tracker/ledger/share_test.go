@@ -13,7 +13,10 @@ import (
 // ringShare returns n springIds that a ring of ackers running ackers (at the
 // default points) gives acker/0: acktor-shaped, task<<40 | seq, four spout
 // tasks each counting up from a random start, as the spout makes them.
-func ringShare(tb testing.TB, ackers, n int, seed uint64) []uint64 {
+// Near, the spouts run on acker/0's member and take, as
+// tracker.Spout.NextSpringID does, each root from the next block of 64 of
+// their sequence: the first id of the block that acker/0 owns.
+func ringShare(tb testing.TB, ackers, n int, seed uint64, near bool) []uint64 {
 	tb.Helper()
 	r := ring.New(0)
 	for i := range ackers {
@@ -29,15 +32,33 @@ func ringShare(tb testing.TB, ackers, n int, seed uint64) []uint64 {
 		seqs[t] = rng.Uint64() >> 25
 	}
 	ids := make([]uint64, 0, n)
+	const block = 64 // tracker's nearBits, which this test cannot import (tracker imports ledger)
 	for len(ids) < n {
 		t := rng.IntN(len(seqs))
-		seqs[t]++
-		id := uint64(t+1)<<40 | seqs[t]&(1<<40-1) // tracker.SpringID, which this test cannot import (tracker imports ledger)
-		if a, _ := r.Locate(id); a == "acker/0" {
-			ids = append(ids, id)
+		if !near {
+			seqs[t]++
+			if id := springID(t, seqs[t]); owner(r, id) == "acker/0" {
+				ids = append(ids, id)
+			}
+			continue
+		}
+		seqs[t] = seqs[t]&^(block-1) + block
+		for j := range uint64(block) {
+			if id := springID(t, seqs[t]+j); owner(r, id) == "acker/0" {
+				ids = append(ids, id)
+				break
+			}
 		}
 	}
 	return ids
+}
+
+// springID is tracker.SpringID for spout task t+1.
+func springID(t int, seq uint64) uint64 { return uint64(t+1)<<40 | seq&(1<<40-1) }
+
+func owner(r *ring.Ring, id uint64) string {
+	a, _ := r.Locate(id)
+	return a
 }
 
 // randomIDs returns n springIds drawn at random.
@@ -80,14 +101,16 @@ func probes(l *Ledger) float64 {
 func TestRingShareSpreads(t *testing.T) {
 	const n = 200_000
 	want := probes(fill(randomIDs(n, 1)))
-	for _, ackers := range []int{1, 2, 3, 4, 8} {
-		t.Run(fmt.Sprintf("ackers=%d", ackers), func(t *testing.T) {
-			l := fill(ringShare(t, ackers, n, uint64(ackers)))
-			checkTable(t, l)
-			if got := probes(l); got > 1.5*want {
-				t.Fatalf("%d roots of acker/0's share: %.1f probes per lookup, random springIds %.1f", n, got, want)
-			}
-		})
+	for _, near := range []bool{false, true} {
+		for _, ackers := range []int{1, 2, 3, 4, 8} {
+			t.Run(fmt.Sprintf("ackers=%d/near=%v", ackers, near), func(t *testing.T) {
+				l := fill(ringShare(t, ackers, n, uint64(ackers), near))
+				checkTable(t, l)
+				if got := probes(l); got > 1.5*want {
+					t.Fatalf("%d roots of acker/0's share: %.1f probes per lookup, random springIds %.1f", n, got, want)
+				}
+			})
+		}
 	}
 }
 
@@ -100,8 +123,9 @@ func TestUnmixInvertsMix(t *testing.T) {
 	}
 }
 
-// BenchmarkLedgerInitShare opens the records of acker/0's share of the ring
-// in a ledger pre-sized for them, as a running acker does, and, in the same
+// BenchmarkLedgerInitShare opens the records of acker/0's share of the ring,
+// as spouts on its member give it their roots (ringShare near), in a
+// ledger pre-sized for them, as a running acker does, and, in the same
 // run, as many random springIds: ns/root for each, and x-random, the share's
 // cost over the random ids' (the goal: within 1.5 at every size and acker
 // count). Before the ledger had a hash of its own, 400k roots cost 14× what
@@ -110,7 +134,7 @@ func BenchmarkLedgerInitShare(b *testing.B) {
 	for _, n := range []int{50_000, 400_000, 1_000_000} {
 		random := randomIDs(n, 7)
 		for _, ackers := range []int{2, 4, 8} {
-			share := ringShare(b, ackers, n, 7)
+			share := ringShare(b, ackers, n, 7, true)
 			b.Run(fmt.Sprintf("roots=%d/ackers=%d", n, ackers), func(b *testing.B) {
 				var shareNs, randomNs time.Duration
 				timed := func(ids []uint64, spent *time.Duration) {
