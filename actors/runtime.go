@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -476,7 +477,7 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	}
 	e := rt.env
 	start := time.Now()
-	rep := newReporter(e.topo.Tasks(), e.log)
+	rep := newReporter(e.topo.Tasks(), true, e.log)
 	rt.start = start
 	rt.run.Store(rep)
 	root := c.ActorSystem.Root
@@ -597,7 +598,7 @@ func (rt *Runtime) startSpout(c *cluster.Cluster, rep *reporter, task uint32, re
 	if p == nil {
 		return fmt.Errorf("run: no member hosts spout task %s", e.topo.identity(task))
 	}
-	c.ActorSystem.Root.Send(p, &messages.StartSpout{Reporter: reporter, State: rep.stateOf(task), Stop: rt.stopping.Load()})
+	c.ActorSystem.Root.Send(p, &messages.StartSpout{Reporter: reporter, State: rep.stateOf(task), Stop: rt.stopping.Load(), ShareSplits: rep.share})
 	return nil
 }
 
@@ -682,17 +683,71 @@ type reporter struct {
 	done    int
 	errs    map[uint32]string // first error per task
 	allDone chan struct{}
+	share   bool                    // spout tasks share their sources' splits: grant them
+	splits  map[uint32]*splitGrants // by spout component (its first task)
 }
 
-func newReporter(tasks int, log logrus.FieldLogger) *reporter {
+// splitGrants is who holds which split of a spout component's source.
+type splitGrants struct {
+	next int32              // the first split nobody holds
+	held map[uint32][]int32 // by task, in the order granted (ascending)
+}
+
+func newReporter(tasks int, share bool, log logrus.FieldLogger) *reporter {
 	return &reporter{log: log, tasks: map[uint32]*messages.TaskReport{}, errs: map[uint32]string{}, want: tasks,
 		allDone: make(chan struct{}), states: map[uint32]*messages.SpoutState{}, restart: map[uint32]bool{},
-		moved: make(chan struct{}, 1)}
+		moved: make(chan struct{}, 1), share: share, splits: map[uint32]*splitGrants{}}
+}
+
+// grant answers a spout task's SplitRequest: the split it was granted
+// after m.Last before, if any (it started again from a state older than
+// that grant), else the next split nobody holds, else -1. Each split is so
+// held by one task, and a task that starts again from an older state is
+// granted again what it held since. ok is false for a malformed request.
+func (r *reporter) grant(m *messages.SplitRequest) (split int32, ok bool) {
+	if m.Parallel == 0 || m.Splits < m.Parallel || m.Task < m.FirstTask || m.Task-m.FirstTask >= m.Parallel ||
+		m.Last < 0 || uint32(m.Last) >= m.Splits {
+		return 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := r.splits[m.FirstTask]
+	if g == nil {
+		g = &splitGrants{next: int32(m.Parallel), held: map[uint32][]int32{}}
+		r.splits[m.FirstTask] = g
+	}
+	held, ok := g.held[m.Task]
+	if !ok {
+		held = []int32{int32(m.Task - m.FirstTask)} // its first split
+	}
+	i := slices.Index(held, m.Last)
+	switch {
+	case i >= 0 && i+1 < len(held):
+		return held[i+1], true
+	case i < 0:
+		r.log.Warnf("reporter: spout task %d asks for the split after %d, which it was never granted; granting the next", m.Task, m.Last)
+	}
+	if g.next >= int32(m.Splits) {
+		return -1, true
+	}
+	split = g.next
+	g.next++
+	g.held[m.Task] = append(held, split)
+	return split, true
 }
 
 func (r *reporter) receive(ctx actor.Context) {
 	if _, ok := ctx.Message().(*messages.ProgressRequest); ok {
 		ctx.Respond(r.sum())
+		return
+	}
+	if m, ok := ctx.Message().(*messages.SplitRequest); ok {
+		split, ok := r.grant(m)
+		if !ok || m.From == nil {
+			r.log.Errorf("reporter: dropping a malformed split request: %v", m)
+			return
+		}
+		ctx.Send(pidOf(m.From), &messages.SplitGrant{Split: split})
 		return
 	}
 	if m, ok := ctx.Message().(*messages.SpoutMoved); ok && m.State != nil {

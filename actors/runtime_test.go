@@ -868,7 +868,7 @@ func TestReporterKeepsAWholeSpoutState(t *testing.T) {
 		{"a moved task's state", func(st *messages.SpoutState) any { return &messages.SpoutMoved{Task: 3, State: st} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newReporter(4, quietLog())
+			r := newReporter(4, false, quietLog())
 			r.receive(&standbyContext{msg: &messages.TaskReport{Task: 3, Checkpoint: proto.Clone(whole).(*messages.SpoutState)}})
 			bad := proto.Clone(whole).(*messages.SpoutState)
 			bad.Position, bad.SpringIds = 90, []uint64{1, 2}
@@ -877,5 +877,43 @@ func TestReporterKeepsAWholeSpoutState(t *testing.T) {
 				t.Fatalf("after a malformed state the reporter holds %v, want the whole one at position 40", got)
 			}
 		})
+	}
+}
+
+// TestReporterGrantsSplits: each split of a spout component is granted to
+// one task, in order, the first splits being the tasks' own; a task that
+// asks again after a split it was granted more after (it started again
+// from an older state) is granted the same again; malformed requests are
+// refused, and another component has its own splits.
+func TestReporterGrantsSplits(t *testing.T) {
+	req := func(task, first uint32, last int32) *messages.SplitRequest {
+		return &messages.SplitRequest{Task: task, FirstTask: first, Parallel: 3, Splits: 6, Last: last}
+	}
+	r := newReporter(10, true, quietLog())
+	for i, step := range []struct {
+		m    *messages.SplitRequest
+		want int32
+		ok   bool
+	}{
+		{req(2, 1, 1), 3, true},   // task 2 (index 1) after its first split
+		{req(1, 1, 0), 4, true},   // task 1 after its first
+		{req(2, 1, 3), 5, true},   // task 2 again
+		{req(2, 1, 1), 3, true},   // task 2 started again from before split 3
+		{req(2, 1, 3), 5, true},   // and then from before split 5
+		{req(2, 1, 5), -1, true},  // none left
+		{req(3, 1, 2), -1, true},  // none left for task 3 either
+		{req(1, 1, 4), -1, true},  //
+		{req(1, 1, 0), 4, true},   // task 1 still gets split 4 again after its first
+		{req(7, 7, 0), 3, true},   // another component
+		{req(4, 1, 0), 0, false},  // not a task of the component
+		{req(1, 1, 6), 0, false},  // no such split
+		{req(1, 1, -1), 0, false}, // no such split
+		{&messages.SplitRequest{Task: 1, FirstTask: 1, Parallel: 3, Splits: 2, Last: 0}, 0, false}, // fewer splits than tasks
+		{&messages.SplitRequest{Task: 1, FirstTask: 1, Parallel: 0, Splits: 2, Last: 0}, 0, false},
+	} {
+		got, ok := r.grant(step.m)
+		if ok != step.ok || (ok && got != step.want) {
+			t.Errorf("step %d: grant(task %d after %d) = %d, %v; want %d, %v", i, step.m.Task, step.m.Last, got, ok, step.want, step.ok)
+		}
 	}
 }

@@ -63,6 +63,13 @@ type spoutTask struct {
 	nearOf    *tracker.Directory
 	nearEpoch uint64
 	nearAt    int64
+	// shares is the source when it shares its splits (source.Splits): it
+	// asks the reporter for the next split while it reads one. asked says a
+	// request is out since the last tick (which asks again, should it be
+	// lost), starved that a pull found the source waiting for a grant.
+	shares  source.Splits
+	asked   bool
+	starved bool
 }
 
 // maxEarly bounds the notifications a spout task keeps before it starts
@@ -89,6 +96,8 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 		s.pull(true)
 	case *spoutTick:
 		s.tick()
+	case *messages.SplitGrant:
+		s.granted(m)
 	case *messages.AckerSet:
 		s.env.learn(m)
 	case *messages.Completed:
@@ -258,6 +267,10 @@ func (s *spoutTask) state() *messages.SpoutState {
 	if sk, ok := s.src.(source.Seeker); ok {
 		st.Position, st.Seekable = sk.Position(), true
 	}
+	if s.shares != nil {
+		split, reserve := s.shares.Held()
+		st.Shared, st.Split, st.Reserve = true, uint32(split), int32(reserve)
+	}
 	s.core.Each(func(id uint64, p tracker.PendingRoot) {
 		st.SpringIds = append(st.SpringIds, id)
 		st.RootIds = append(st.RootIds, p.ID)
@@ -279,6 +292,10 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 	switch sk, ok := s.src.(source.Seeker); {
 	case st.Exhausted:
 		s.core.End(false)
+	case st.Shared && s.shares != nil:
+		if err := s.shares.SeekSplit(int(st.Split), int(st.Reserve), st.Position); err != nil {
+			s.env.log.WithError(err).Errorf("spout %s/%d: resuming its source; reading its first split again", s.info.Component, s.info.Index)
+		}
 	case st.Seekable && ok:
 		if err := sk.Seek(st.Position); err != nil {
 			s.env.log.WithError(err).Errorf("spout %s/%d: resuming its source; reading it again from the start", s.info.Component, s.info.Index)
@@ -367,6 +384,10 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 		s.scope = s.env.topo.tasks[s.task].FirstTask
 	}
 	s.total = src.Total()
+	if sp, ok := src.(source.Splits); ok && m.ShareSplits {
+		sp.Share()
+		s.shares = sp
+	}
 	if m.State != nil {
 		s.restore(m.State)
 	}
@@ -408,6 +429,7 @@ func (s *spoutTask) pull(woken bool) {
 		case err == nil:
 			s.take(r)
 		case errors.Is(err, source.ErrNotReady):
+			s.starved = s.shares != nil
 			s.core.NotReady()
 		case errors.Is(err, io.EOF):
 			s.core.Exhausted()
@@ -421,6 +443,7 @@ func (s *spoutTask) pull(woken bool) {
 	if bl, ok := s.src.(source.Backlogger); ok {
 		s.env.stages.source.setBacklog(s.task, bl.Backlog())
 	}
+	s.askSplit()
 	s.flush()
 	if wait, ok := s.core.Again(); ok {
 		if wait > 0 {
@@ -607,7 +630,39 @@ func (s *spoutTask) deadLetter(v tracker.Settled, payload string) {
 
 // tick fails roots past their own deadline (their acker may be gone) and
 // reports progress.
+// askSplit asks the reporter for the next split while the source reads
+// one, so that it has it before it needs it.
+func (s *spoutTask) askSplit() {
+	if s.shares == nil || s.asked || s.reporter == nil || s.finished {
+		return
+	}
+	last, ok := s.shares.Wants()
+	if !ok {
+		return
+	}
+	s.asked = true
+	t := s.env.topo.tasks[s.task]
+	s.root.Send(s.reporter, &messages.SplitRequest{Task: s.task, FirstTask: t.FirstTask, Parallel: uint32(s.info.Parallel),
+		Splits: uint32(s.shares.NumSplits()), Last: int32(last), From: &messages.Pid{Address: s.self.Address, Id: s.self.Id}})
+}
+
+// granted hands the source the split the reporter granted, and pulls at
+// once if the source was waiting for it.
+func (s *spoutTask) granted(m *messages.SplitGrant) {
+	if s.shares == nil || s.finished {
+		return
+	}
+	s.shares.Grant(int(m.Split))
+	s.asked = false
+	if s.starved {
+		s.starved = false
+		s.pull(true)
+	}
+}
+
 func (s *spoutTask) tick() {
+	s.asked = false // a request or its answer may have been lost: ask again
+	s.askSplit()
 	s.setDeadline()
 	s.settled = s.core.Expire(s.stamp, s.settled[:0])
 	s.settle()

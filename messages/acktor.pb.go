@@ -673,10 +673,13 @@ func (x *Pid) GetId() string {
 // stop the run is ending: the task reads no more of its source, finishes
 // its roots in flight and drains (a started task heeds that alone).
 type StartSpout struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reporter      *Pid                   `protobuf:"bytes,1,opt,name=reporter,proto3" json:"reporter,omitempty"`
-	State         *SpoutState            `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // where to resume: the task moved from another member
-	Stop          bool                   `protobuf:"varint,3,opt,name=stop,proto3" json:"stop,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Reporter *Pid                   `protobuf:"bytes,1,opt,name=reporter,proto3" json:"reporter,omitempty"`
+	State    *SpoutState            `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // where to resume: the task moved from another member
+	Stop     bool                   `protobuf:"varint,3,opt,name=stop,proto3" json:"stop,omitempty"`
+	// share_splits: a source cut into splits (a file) reads its first and
+	// then the ones the reporter grants (SplitRequest), not its own share
+	ShareSplits   bool `protobuf:"varint,4,opt,name=share_splits,json=shareSplits,proto3" json:"share_splits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -732,6 +735,147 @@ func (x *StartSpout) GetStop() bool {
 	return false
 }
 
+func (x *StartSpout) GetShareSplits() bool {
+	if x != nil {
+		return x.ShareSplits
+	}
+	return false
+}
+
+// SplitRequest goes from a spout task whose source shares its splits to
+// the run's reporter: it asks for the split after last, the newest it
+// holds. The reporter answers from with a SplitGrant: the split it granted
+// the task after last before (the task started again from an older
+// state), or the next one nobody holds, or none.
+type SplitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          uint32                 `protobuf:"varint,1,opt,name=task,proto3" json:"task,omitempty"`
+	FirstTask     uint32                 `protobuf:"varint,2,opt,name=first_task,json=firstTask,proto3" json:"first_task,omitempty"` // the spout component's: its tasks share the splits
+	Parallel      uint32                 `protobuf:"varint,3,opt,name=parallel,proto3" json:"parallel,omitempty"`                    // the component's tasks, which hold splits 0..parallel-1 first
+	Splits        uint32                 `protobuf:"varint,4,opt,name=splits,proto3" json:"splits,omitempty"`
+	Last          int32                  `protobuf:"varint,5,opt,name=last,proto3" json:"last,omitempty"`
+	From          *Pid                   `protobuf:"bytes,6,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitRequest) Reset() {
+	*x = SplitRequest{}
+	mi := &file_acktor_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitRequest) ProtoMessage() {}
+
+func (x *SplitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitRequest.ProtoReflect.Descriptor instead.
+func (*SplitRequest) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SplitRequest) GetTask() uint32 {
+	if x != nil {
+		return x.Task
+	}
+	return 0
+}
+
+func (x *SplitRequest) GetFirstTask() uint32 {
+	if x != nil {
+		return x.FirstTask
+	}
+	return 0
+}
+
+func (x *SplitRequest) GetParallel() uint32 {
+	if x != nil {
+		return x.Parallel
+	}
+	return 0
+}
+
+func (x *SplitRequest) GetSplits() uint32 {
+	if x != nil {
+		return x.Splits
+	}
+	return 0
+}
+
+func (x *SplitRequest) GetLast() int32 {
+	if x != nil {
+		return x.Last
+	}
+	return 0
+}
+
+func (x *SplitRequest) GetFrom() *Pid {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+// SplitGrant answers a SplitRequest: split, or -1 for none left.
+type SplitGrant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Split         int32                  `protobuf:"varint,1,opt,name=split,proto3" json:"split,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SplitGrant) Reset() {
+	*x = SplitGrant{}
+	mi := &file_acktor_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SplitGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SplitGrant) ProtoMessage() {}
+
+func (x *SplitGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_acktor_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SplitGrant.ProtoReflect.Descriptor instead.
+func (*SplitGrant) Descriptor() ([]byte, []int) {
+	return file_acktor_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SplitGrant) GetSplit() int32 {
+	if x != nil {
+		return x.Split
+	}
+	return 0
+}
+
 // SpoutState is a spout task's state as it moves to another member: its
 // source's position, its springId sequence and its pending roots (columns).
 type SpoutState struct {
@@ -748,14 +892,19 @@ type SpoutState struct {
 	Report    *TaskReport            `protobuf:"bytes,10,opt,name=report,proto3" json:"report,omitempty"` // its counters so far
 	// checkpoint: taken while the task ran, not handed over as it moved: the
 	// task may have died since, its roots in flight with it, so they replay
-	Checkpoint    bool `protobuf:"varint,11,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	Checkpoint bool `protobuf:"varint,11,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// shared: the source shares its splits; position is in split, and
+	// reserve (-1 for none) was granted after it
+	Shared        bool   `protobuf:"varint,12,opt,name=shared,proto3" json:"shared,omitempty"`
+	Split         uint32 `protobuf:"varint,13,opt,name=split,proto3" json:"split,omitempty"`
+	Reserve       int32  `protobuf:"varint,14,opt,name=reserve,proto3" json:"reserve,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SpoutState) Reset() {
 	*x = SpoutState{}
-	mi := &file_acktor_proto_msgTypes[9]
+	mi := &file_acktor_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +916,7 @@ func (x *SpoutState) String() string {
 func (*SpoutState) ProtoMessage() {}
 
 func (x *SpoutState) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[9]
+	mi := &file_acktor_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +929,7 @@ func (x *SpoutState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpoutState.ProtoReflect.Descriptor instead.
 func (*SpoutState) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{9}
+	return file_acktor_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SpoutState) GetSeq() uint64 {
@@ -860,6 +1009,27 @@ func (x *SpoutState) GetCheckpoint() bool {
 	return false
 }
 
+func (x *SpoutState) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+func (x *SpoutState) GetSplit() uint32 {
+	if x != nil {
+		return x.Split
+	}
+	return 0
+}
+
+func (x *SpoutState) GetReserve() int32 {
+	if x != nil {
+		return x.Reserve
+	}
+	return 0
+}
+
 // SpoutMoved goes from a spout task that moves to its run's reporter, which
 // starts the task's new activation from the state.
 type SpoutMoved struct {
@@ -872,7 +1042,7 @@ type SpoutMoved struct {
 
 func (x *SpoutMoved) Reset() {
 	*x = SpoutMoved{}
-	mi := &file_acktor_proto_msgTypes[10]
+	mi := &file_acktor_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +1054,7 @@ func (x *SpoutMoved) String() string {
 func (*SpoutMoved) ProtoMessage() {}
 
 func (x *SpoutMoved) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[10]
+	mi := &file_acktor_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +1067,7 @@ func (x *SpoutMoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpoutMoved.ProtoReflect.Descriptor instead.
 func (*SpoutMoved) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{10}
+	return file_acktor_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SpoutMoved) GetTask() uint32 {
@@ -927,7 +1097,7 @@ type ProcessorState struct {
 
 func (x *ProcessorState) Reset() {
 	*x = ProcessorState{}
-	mi := &file_acktor_proto_msgTypes[11]
+	mi := &file_acktor_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +1109,7 @@ func (x *ProcessorState) String() string {
 func (*ProcessorState) ProtoMessage() {}
 
 func (x *ProcessorState) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[11]
+	mi := &file_acktor_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1122,7 @@ func (x *ProcessorState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessorState.ProtoReflect.Descriptor instead.
 func (*ProcessorState) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{11}
+	return file_acktor_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProcessorState) GetDrained() []uint32 {
@@ -1013,7 +1183,7 @@ type CounterState struct {
 
 func (x *CounterState) Reset() {
 	*x = CounterState{}
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1195,7 @@ func (x *CounterState) String() string {
 func (*CounterState) ProtoMessage() {}
 
 func (x *CounterState) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[12]
+	mi := &file_acktor_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1208,7 @@ func (x *CounterState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterState.ProtoReflect.Descriptor instead.
 func (*CounterState) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{12}
+	return file_acktor_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CounterState) GetPanes() []int64 {
@@ -1160,7 +1330,7 @@ type StandbyBatch struct {
 
 func (x *StandbyBatch) Reset() {
 	*x = StandbyBatch{}
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1342,7 @@ func (x *StandbyBatch) String() string {
 func (*StandbyBatch) ProtoMessage() {}
 
 func (x *StandbyBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[13]
+	mi := &file_acktor_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1355,7 @@ func (x *StandbyBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StandbyBatch.ProtoReflect.Descriptor instead.
 func (*StandbyBatch) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{13}
+	return file_acktor_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StandbyBatch) GetSeq() uint64 {
@@ -1215,7 +1385,7 @@ type StandbyApplied struct {
 
 func (x *StandbyApplied) Reset() {
 	*x = StandbyApplied{}
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1397,7 @@ func (x *StandbyApplied) String() string {
 func (*StandbyApplied) ProtoMessage() {}
 
 func (x *StandbyApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[14]
+	mi := &file_acktor_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1410,7 @@ func (x *StandbyApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StandbyApplied.ProtoReflect.Descriptor instead.
 func (*StandbyApplied) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{14}
+	return file_acktor_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StandbyApplied) GetSeq() uint64 {
@@ -1267,7 +1437,7 @@ type StandbyReset struct {
 
 func (x *StandbyReset) Reset() {
 	*x = StandbyReset{}
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1449,7 @@ func (x *StandbyReset) String() string {
 func (*StandbyReset) ProtoMessage() {}
 
 func (x *StandbyReset) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[15]
+	mi := &file_acktor_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1462,7 @@ func (x *StandbyReset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StandbyReset.ProtoReflect.Descriptor instead.
 func (*StandbyReset) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{15}
+	return file_acktor_proto_rawDescGZIP(), []int{17}
 }
 
 // SketchPane is one key's sketch of one pane (its first time, unix ns) as
@@ -1310,7 +1480,7 @@ type SketchPane struct {
 
 func (x *SketchPane) Reset() {
 	*x = SketchPane{}
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1492,7 @@ func (x *SketchPane) String() string {
 func (*SketchPane) ProtoMessage() {}
 
 func (x *SketchPane) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[16]
+	mi := &file_acktor_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1505,7 @@ func (x *SketchPane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SketchPane.ProtoReflect.Descriptor instead.
 func (*SketchPane) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{16}
+	return file_acktor_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SketchPane) GetKey() string {
@@ -1378,7 +1548,7 @@ type Drain struct {
 
 func (x *Drain) Reset() {
 	*x = Drain{}
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1560,7 @@ func (x *Drain) String() string {
 func (*Drain) ProtoMessage() {}
 
 func (x *Drain) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[17]
+	mi := &file_acktor_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1573,7 @@ func (x *Drain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Drain.ProtoReflect.Descriptor instead.
 func (*Drain) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{17}
+	return file_acktor_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Drain) GetFromTask() uint32 {
@@ -1429,7 +1599,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1611,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[18]
+	mi := &file_acktor_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1624,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{18}
+	return file_acktor_proto_rawDescGZIP(), []int{20}
 }
 
 // JobText is a member's job: the settings every member must carry alike,
@@ -1468,7 +1638,7 @@ type JobText struct {
 
 func (x *JobText) Reset() {
 	*x = JobText{}
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1650,7 @@ func (x *JobText) String() string {
 func (*JobText) ProtoMessage() {}
 
 func (x *JobText) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[19]
+	mi := &file_acktor_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1663,7 @@ func (x *JobText) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobText.ProtoReflect.Descriptor instead.
 func (*JobText) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{19}
+	return file_acktor_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JobText) GetYaml() string {
@@ -1513,7 +1683,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1695,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[20]
+	mi := &file_acktor_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1708,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{20}
+	return file_acktor_proto_rawDescGZIP(), []int{22}
 }
 
 // TaskReport is what a spout or processor task tells the reporter, now and
@@ -1572,7 +1742,7 @@ type TaskReport struct {
 
 func (x *TaskReport) Reset() {
 	*x = TaskReport{}
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1754,7 @@ func (x *TaskReport) String() string {
 func (*TaskReport) ProtoMessage() {}
 
 func (x *TaskReport) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[21]
+	mi := &file_acktor_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1767,7 @@ func (x *TaskReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskReport.ProtoReflect.Descriptor instead.
 func (*TaskReport) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{21}
+	return file_acktor_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskReport) GetTask() uint32 {
@@ -1728,7 +1898,7 @@ type AckerStatsRequest struct {
 
 func (x *AckerStatsRequest) Reset() {
 	*x = AckerStatsRequest{}
-	mi := &file_acktor_proto_msgTypes[22]
+	mi := &file_acktor_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1910,7 @@ func (x *AckerStatsRequest) String() string {
 func (*AckerStatsRequest) ProtoMessage() {}
 
 func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[22]
+	mi := &file_acktor_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1923,7 @@ func (x *AckerStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStatsRequest.ProtoReflect.Descriptor instead.
 func (*AckerStatsRequest) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{22}
+	return file_acktor_proto_rawDescGZIP(), []int{24}
 }
 
 type AckerStats struct {
@@ -1782,7 +1952,7 @@ type AckerStats struct {
 
 func (x *AckerStats) Reset() {
 	*x = AckerStats{}
-	mi := &file_acktor_proto_msgTypes[23]
+	mi := &file_acktor_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1964,7 @@ func (x *AckerStats) String() string {
 func (*AckerStats) ProtoMessage() {}
 
 func (x *AckerStats) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[23]
+	mi := &file_acktor_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1977,7 @@ func (x *AckerStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerStats.ProtoReflect.Descriptor instead.
 func (*AckerStats) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{23}
+	return file_acktor_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AckerStats) GetId() string {
@@ -1954,7 +2124,7 @@ type AckerSet struct {
 
 func (x *AckerSet) Reset() {
 	*x = AckerSet{}
-	mi := &file_acktor_proto_msgTypes[24]
+	mi := &file_acktor_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2136,7 @@ func (x *AckerSet) String() string {
 func (*AckerSet) ProtoMessage() {}
 
 func (x *AckerSet) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[24]
+	mi := &file_acktor_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2149,7 @@ func (x *AckerSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckerSet.ProtoReflect.Descriptor instead.
 func (*AckerSet) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{24}
+	return file_acktor_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AckerSet) GetVersion() uint64 {
@@ -2021,7 +2191,7 @@ type Handover struct {
 
 func (x *Handover) Reset() {
 	*x = Handover{}
-	mi := &file_acktor_proto_msgTypes[25]
+	mi := &file_acktor_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2203,7 @@ func (x *Handover) String() string {
 func (*Handover) ProtoMessage() {}
 
 func (x *Handover) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[25]
+	mi := &file_acktor_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2216,7 @@ func (x *Handover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handover.ProtoReflect.Descriptor instead.
 func (*Handover) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{25}
+	return file_acktor_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Handover) GetSpringIds() []uint64 {
@@ -2113,7 +2283,7 @@ type CounterQuery struct {
 
 func (x *CounterQuery) Reset() {
 	*x = CounterQuery{}
-	mi := &file_acktor_proto_msgTypes[26]
+	mi := &file_acktor_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2295,7 @@ func (x *CounterQuery) String() string {
 func (*CounterQuery) ProtoMessage() {}
 
 func (x *CounterQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[26]
+	mi := &file_acktor_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2308,7 @@ func (x *CounterQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterQuery.ProtoReflect.Descriptor instead.
 func (*CounterQuery) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{26}
+	return file_acktor_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CounterQuery) GetKeys() []string {
@@ -2202,7 +2372,7 @@ type CounterResult struct {
 
 func (x *CounterResult) Reset() {
 	*x = CounterResult{}
-	mi := &file_acktor_proto_msgTypes[27]
+	mi := &file_acktor_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2384,7 @@ func (x *CounterResult) String() string {
 func (*CounterResult) ProtoMessage() {}
 
 func (x *CounterResult) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[27]
+	mi := &file_acktor_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2397,7 @@ func (x *CounterResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterResult.ProtoReflect.Descriptor instead.
 func (*CounterResult) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{27}
+	return file_acktor_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CounterResult) GetKeys() []string {
@@ -2355,7 +2525,7 @@ type MemberEvacuated struct {
 
 func (x *MemberEvacuated) Reset() {
 	*x = MemberEvacuated{}
-	mi := &file_acktor_proto_msgTypes[28]
+	mi := &file_acktor_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2537,7 @@ func (x *MemberEvacuated) String() string {
 func (*MemberEvacuated) ProtoMessage() {}
 
 func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
-	mi := &file_acktor_proto_msgTypes[28]
+	mi := &file_acktor_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2550,7 @@ func (x *MemberEvacuated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberEvacuated.ProtoReflect.Descriptor instead.
 func (*MemberEvacuated) Descriptor() ([]byte, []int) {
-	return file_acktor_proto_rawDescGZIP(), []int{28}
+	return file_acktor_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MemberEvacuated) GetAddress() string {
@@ -2446,12 +2616,24 @@ const file_acktor_proto_rawDesc = "" +
 	"\x05frame\x18\t \x01(\fR\x05frame\"/\n" +
 	"\x03Pid\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"s\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x96\x01\n" +
 	"\n" +
 	"StartSpout\x12'\n" +
 	"\breporter\x18\x01 \x01(\v2\v.acktor.PidR\breporter\x12(\n" +
 	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\x12\x12\n" +
-	"\x04stop\x18\x03 \x01(\bR\x04stop\"\xca\x02\n" +
+	"\x04stop\x18\x03 \x01(\bR\x04stop\x12!\n" +
+	"\fshare_splits\x18\x04 \x01(\bR\vshareSplits\"\xaa\x01\n" +
+	"\fSplitRequest\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\rR\x04task\x12\x1d\n" +
+	"\n" +
+	"first_task\x18\x02 \x01(\rR\tfirstTask\x12\x1a\n" +
+	"\bparallel\x18\x03 \x01(\rR\bparallel\x12\x16\n" +
+	"\x06splits\x18\x04 \x01(\rR\x06splits\x12\x12\n" +
+	"\x04last\x18\x05 \x01(\x05R\x04last\x12\x1f\n" +
+	"\x04from\x18\x06 \x01(\v2\v.acktor.PidR\x04from\"\"\n" +
+	"\n" +
+	"SplitGrant\x12\x14\n" +
+	"\x05split\x18\x01 \x01(\x05R\x05split\"\x92\x03\n" +
 	"\n" +
 	"SpoutState\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
@@ -2468,7 +2650,10 @@ const file_acktor_proto_rawDesc = "" +
 	" \x01(\v2\x12.acktor.TaskReportR\x06report\x12\x1e\n" +
 	"\n" +
 	"checkpoint\x18\v \x01(\bR\n" +
-	"checkpoint\"J\n" +
+	"checkpoint\x12\x16\n" +
+	"\x06shared\x18\f \x01(\bR\x06shared\x12\x14\n" +
+	"\x05split\x18\r \x01(\rR\x05split\x12\x18\n" +
+	"\areserve\x18\x0e \x01(\x05R\areserve\"J\n" +
 	"\n" +
 	"SpoutMoved\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12(\n" +
@@ -2627,7 +2812,7 @@ func file_acktor_proto_rawDescGZIP() []byte {
 }
 
 var file_acktor_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_acktor_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_acktor_proto_goTypes = []any{
 	(FailReason)(0),           // 0: acktor.FailReason
 	(*Track)(nil),             // 1: acktor.Track
@@ -2639,47 +2824,50 @@ var file_acktor_proto_goTypes = []any{
 	(*TupleBatch)(nil),        // 7: acktor.TupleBatch
 	(*Pid)(nil),               // 8: acktor.Pid
 	(*StartSpout)(nil),        // 9: acktor.StartSpout
-	(*SpoutState)(nil),        // 10: acktor.SpoutState
-	(*SpoutMoved)(nil),        // 11: acktor.SpoutMoved
-	(*ProcessorState)(nil),    // 12: acktor.ProcessorState
-	(*CounterState)(nil),      // 13: acktor.CounterState
-	(*StandbyBatch)(nil),      // 14: acktor.StandbyBatch
-	(*StandbyApplied)(nil),    // 15: acktor.StandbyApplied
-	(*StandbyReset)(nil),      // 16: acktor.StandbyReset
-	(*SketchPane)(nil),        // 17: acktor.SketchPane
-	(*Drain)(nil),             // 18: acktor.Drain
-	(*JobRequest)(nil),        // 19: acktor.JobRequest
-	(*JobText)(nil),           // 20: acktor.JobText
-	(*ProgressRequest)(nil),   // 21: acktor.ProgressRequest
-	(*TaskReport)(nil),        // 22: acktor.TaskReport
-	(*AckerStatsRequest)(nil), // 23: acktor.AckerStatsRequest
-	(*AckerStats)(nil),        // 24: acktor.AckerStats
-	(*AckerSet)(nil),          // 25: acktor.AckerSet
-	(*Handover)(nil),          // 26: acktor.Handover
-	(*CounterQuery)(nil),      // 27: acktor.CounterQuery
-	(*CounterResult)(nil),     // 28: acktor.CounterResult
-	(*MemberEvacuated)(nil),   // 29: acktor.MemberEvacuated
-	nil,                       // 30: acktor.Handover.ClientsEntry
+	(*SplitRequest)(nil),      // 10: acktor.SplitRequest
+	(*SplitGrant)(nil),        // 11: acktor.SplitGrant
+	(*SpoutState)(nil),        // 12: acktor.SpoutState
+	(*SpoutMoved)(nil),        // 13: acktor.SpoutMoved
+	(*ProcessorState)(nil),    // 14: acktor.ProcessorState
+	(*CounterState)(nil),      // 15: acktor.CounterState
+	(*StandbyBatch)(nil),      // 16: acktor.StandbyBatch
+	(*StandbyApplied)(nil),    // 17: acktor.StandbyApplied
+	(*StandbyReset)(nil),      // 18: acktor.StandbyReset
+	(*SketchPane)(nil),        // 19: acktor.SketchPane
+	(*Drain)(nil),             // 20: acktor.Drain
+	(*JobRequest)(nil),        // 21: acktor.JobRequest
+	(*JobText)(nil),           // 22: acktor.JobText
+	(*ProgressRequest)(nil),   // 23: acktor.ProgressRequest
+	(*TaskReport)(nil),        // 24: acktor.TaskReport
+	(*AckerStatsRequest)(nil), // 25: acktor.AckerStatsRequest
+	(*AckerStats)(nil),        // 26: acktor.AckerStats
+	(*AckerSet)(nil),          // 27: acktor.AckerSet
+	(*Handover)(nil),          // 28: acktor.Handover
+	(*CounterQuery)(nil),      // 29: acktor.CounterQuery
+	(*CounterResult)(nil),     // 30: acktor.CounterResult
+	(*MemberEvacuated)(nil),   // 31: acktor.MemberEvacuated
+	nil,                       // 32: acktor.Handover.ClientsEntry
 }
 var file_acktor_proto_depIdxs = []int32{
 	8,  // 0: acktor.Track.notify:type_name -> acktor.Pid
 	0,  // 1: acktor.Failed.reason:type_name -> acktor.FailReason
 	8,  // 2: acktor.StartSpout.reporter:type_name -> acktor.Pid
-	10, // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
-	22, // 4: acktor.SpoutState.report:type_name -> acktor.TaskReport
-	10, // 5: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
-	8,  // 6: acktor.ProcessorState.reporter:type_name -> acktor.Pid
-	17, // 7: acktor.CounterState.sketches:type_name -> acktor.SketchPane
-	7,  // 8: acktor.StandbyBatch.batch:type_name -> acktor.TupleBatch
-	8,  // 9: acktor.Drain.reporter:type_name -> acktor.Pid
-	10, // 10: acktor.TaskReport.checkpoint:type_name -> acktor.SpoutState
-	30, // 11: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
-	8,  // 12: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	12, // 3: acktor.StartSpout.state:type_name -> acktor.SpoutState
+	8,  // 4: acktor.SplitRequest.from:type_name -> acktor.Pid
+	24, // 5: acktor.SpoutState.report:type_name -> acktor.TaskReport
+	12, // 6: acktor.SpoutMoved.state:type_name -> acktor.SpoutState
+	8,  // 7: acktor.ProcessorState.reporter:type_name -> acktor.Pid
+	19, // 8: acktor.CounterState.sketches:type_name -> acktor.SketchPane
+	7,  // 9: acktor.StandbyBatch.batch:type_name -> acktor.TupleBatch
+	8,  // 10: acktor.Drain.reporter:type_name -> acktor.Pid
+	12, // 11: acktor.TaskReport.checkpoint:type_name -> acktor.SpoutState
+	32, // 12: acktor.Handover.clients:type_name -> acktor.Handover.ClientsEntry
+	8,  // 13: acktor.Handover.ClientsEntry.value:type_name -> acktor.Pid
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_acktor_proto_init() }
@@ -2693,7 +2881,7 @@ func file_acktor_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_acktor_proto_rawDesc), len(file_acktor_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

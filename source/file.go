@@ -40,14 +40,17 @@ const fileBufSize = 64 << 10
 // is one root. Lines end in "\n"; one trailing "\r" is stripped, so CRLF files
 // work; empty lines are skipped; the last line needs no terminator.
 //
-// With tasks parallel tasks the file is split by byte ranges like Hadoop input
-// splits: task i covers bytes [i*size/tasks, (i+1)*size/tasks), and a line
-// belongs to the task whose range contains the line's first byte. Every line is
-// therefore read by exactly one task, even if it reaches into the next range.
+// The file is cut by byte ranges into SplitsPerTask splits for each of the
+// tasks, like Hadoop input splits: split k of K covers bytes
+// [k*size/K, (k+1)*size/K), and a line belongs to the split whose range
+// contains the line's first byte. Task i of n reads its share, splits i,
+// i+n, i+2n, …, unless a run hands the splits out (Splits): then every line
+// is still read by exactly one task, the one that holds its split.
 //
 // Root.ID is the byte offset of the line's start. Replay re-reads the line at
 // that offset, so no payload is kept in memory. Total is the number of
-// non-empty lines in the task's split, counted by a scan of the split at open.
+// non-empty lines in the task's share, counted by a scan of it at open: the
+// tasks' Totals add up to the file's lines, whoever reads which split.
 //
 // A line longer than MaxLineBytes is a *BadRecord from Next, with the line's
 // offset as its ID, its first BadLinePrefixBytes as Payload and its length in
@@ -60,6 +63,13 @@ func File(path string) Factory {
 	return fileFactory(path, MaxLineBytes)
 }
 
+// SplitsPerTask is how many splits File cuts a file into for each task.
+// A run that hands them out to the tasks that ask first (Splits) keeps
+// every task busy until about the last split: on three members of which
+// one had less to do, a task each, its task had read its third of a file
+// in half the time of the others, which then read alone.
+const SplitsPerTask = 16
+
 // fileFactory is File with the longest line accepted as a parameter, so
 // that tests can exercise over-long lines without writing 16 MiB ones.
 func fileFactory(path string, maxLine int) Factory {
@@ -67,7 +77,7 @@ func fileFactory(path string, maxLine int) Factory {
 		if err := CheckTask(task, tasks); err != nil {
 			return nil, fmt.Errorf("source: file %s: %w", path, err)
 		}
-		return openFile(path, task, tasks, maxLine)
+		return openFileTask(path, task, tasks, maxLine)
 	}
 }
 
@@ -89,12 +99,12 @@ func splitPoint(size int64, i, tasks int) int64 {
 	return n*(size/k) + n*(size%k)/k
 }
 
-// fileSource is the Source of one task of File.
+// fileSource reads one split of a file (a fileTask reads several).
 type fileSource struct {
 	path  string
 	f     *os.File
-	start int64 // first byte of the task's range
-	end   int64 // first byte after the task's range
+	start int64 // first byte of the split's range
+	end   int64 // first byte after the split's range
 	pos   int64 // offset of the next line to read
 	total int64
 	max   int // longest line accepted (MaxLineBytes but in tests)
@@ -103,37 +113,18 @@ type fileSource struct {
 	err   error  // sticky error of Next
 }
 
-func openFile(path string, task, tasks, maxLine int) (Source, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("source: file %s: %w", path, err)
-	}
-	s, err := newFileSource(path, f, task, tasks, maxLine)
-	if err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("source: file %s: %w", path, err)
-	}
-	return s, nil
-}
-
-func newFileSource(path string, f *os.File, task, tasks, maxLine int) (*fileSource, error) {
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (mode %s); byte-range splits need one", info.Mode())
-	}
-	size := info.Size()
+// newFileSource opens split k of splits of the file f of size bytes, and
+// counts its lines if count is set.
+func newFileSource(path string, f *os.File, size int64, k, splits, maxLine int, count bool) (*fileSource, error) {
 	s := &fileSource{
 		path:  path,
 		f:     f,
-		start: splitPoint(size, task, tasks),
-		end:   splitPoint(size, task+1, tasks),
+		start: splitPoint(size, k, splits),
+		end:   splitPoint(size, k+1, splits),
 		max:   maxLine,
 	}
 	// Find the first line that starts in [start, end): the line containing
-	// byte start-1 belongs to an earlier task, so skip through its '\n'.
+	// byte start-1 belongs to an earlier split, so skip through its '\n'.
 	from := s.start
 	if from > 0 {
 		from--
@@ -148,8 +139,11 @@ func newFileSource(path string, f *os.File, task, tasks, maxLine int) (*fileSour
 		}
 	}
 	s.lines = lineReader{br: br, max: maxLine}
-	if s.total, err = countLines(f, s.pos, s.end, size); err != nil {
-		return nil, err
+	if count {
+		var err error
+		if s.total, err = countLines(f, s.pos, s.end, size); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -288,22 +282,14 @@ func (s *fileSource) Next() (Root, error) {
 	return Root{}, io.EOF
 }
 
-// Replay re-reads the line starting at byte offset id, which must be the start
-// of a non-empty line in this task's split.
-func (s *fileSource) Replay(id uint64) (string, error) {
-	line, err := s.replay(id)
-	if err != nil {
-		return "", fmt.Errorf("source: file %s: %w", s.path, err)
-	}
-	return line, nil
-}
-
-func (s *fileSource) replay(id uint64) (string, error) {
+// replay re-reads the line starting at byte offset id, which must be the
+// start of a non-empty line of the file, shorter than s.max.
+func (s *fileSource) replay(id uint64, size int64) (string, error) {
 	if s.f == nil {
 		return "", os.ErrClosed
 	}
-	if id < uint64(s.start) || id >= uint64(s.end) {
-		return "", fmt.Errorf("offset %d is outside this task's split [%d, %d): %w", id, s.start, s.end, ErrUnknownRoot)
+	if id >= uint64(size) {
+		return "", fmt.Errorf("offset %d is past the end of the file (%d bytes): %w", id, size, ErrUnknownRoot)
 	}
 	off := int64(id)
 	if off > 0 {
@@ -349,26 +335,6 @@ func (s *fileSource) replay(id uint64) (string, error) {
 		return "", fmt.Errorf("line at offset %d is not valid UTF-8, a bad record: %w", off, ErrNotUTF8)
 	}
 	return string(line), nil
-}
-
-// Done does nothing: a file source keeps no payloads.
-func (s *fileSource) Done(uint64) {}
-
-// Total is the number of non-empty lines in this task's split.
-func (s *fileSource) Total() int64 { return s.total }
-
-// Close closes the file. Calling it again does nothing.
-func (s *fileSource) Close() error {
-	if s.f == nil {
-		return nil
-	}
-	err := s.f.Close()
-	s.f = nil
-	s.err = fmt.Errorf("source: file %s: %w", s.path, os.ErrClosed)
-	if err != nil {
-		return fmt.Errorf("source: file %s: %w", s.path, err)
-	}
-	return nil
 }
 
 // lineReader reads lines from a bufio.Reader. Lines that fit its buffer are

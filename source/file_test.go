@@ -139,11 +139,10 @@ func checkSplit(t *testing.T, path, content string, want map[uint64]string, task
 		if got := src.Total(); got != int64(len(roots)) {
 			t.Errorf("tasks=%d task=%d: Total()=%d, Next yielded %d", tasks, task, got, len(roots))
 		}
-		lo, hi := splitPoint(int64(len(content)), task, tasks), splitPoint(int64(len(content)), task+1, tasks)
 		for _, r := range roots {
 			seen[r.ID]++
-			if r.ID < uint64(lo) || r.ID >= uint64(hi) {
-				t.Errorf("tasks=%d task=%d: root at %d outside [%d, %d)", tasks, task, r.ID, lo, hi)
+			if k := splitOf(int64(len(content)), r.ID, tasks*SplitsPerTask); k%tasks != task {
+				t.Errorf("tasks=%d task=%d: root at %d is in split %d, not of the task's share", tasks, task, r.ID, k)
 			}
 			if w, ok := want[r.ID]; !ok || w != r.Payload {
 				t.Errorf("tasks=%d task=%d: root %d = %.40q, want %.40q (present %v)", tasks, task, r.ID, r.Payload, w, ok)
@@ -165,18 +164,23 @@ func checkSplit(t *testing.T, path, content string, want map[uint64]string, task
 	if len(seen) != len(want) {
 		t.Errorf("tasks=%d: read %d distinct lines, want %d", tasks, len(seen), len(want))
 	}
-	// Every task refuses the lines of the other tasks.
+	// Every task replays every line: a run may grant it any split.
 	for task, src := range sources {
-		for id := range want {
-			lo, hi := splitPoint(int64(len(content)), task, tasks), splitPoint(int64(len(content)), task+1, tasks)
-			if id >= uint64(lo) && id < uint64(hi) {
-				continue
-			}
-			if _, err := src.Replay(id); !errors.Is(err, ErrUnknownRoot) {
-				t.Errorf("tasks=%d task=%d: Replay(%d) of another task: %v, want ErrUnknownRoot", tasks, task, id, err)
+		for id, line := range want {
+			if got, err := src.Replay(id); err != nil || got != line {
+				t.Errorf("tasks=%d task=%d: Replay(%d) = %.40q, %v; want %.40q", tasks, task, id, got, err, line)
 			}
 		}
 	}
+}
+
+// splitOf is the split of splits whose byte range holds offset id.
+func splitOf(size int64, id uint64, splits int) int {
+	k := 0
+	for k+1 < splits && splitPoint(size, k+1, splits) <= int64(id) {
+		k++
+	}
+	return k
 }
 
 func TestFileReplayBadOffset(t *testing.T) {
@@ -369,7 +373,6 @@ func checkLongSplit(t *testing.T, path, content string, tasks int) {
 			t.Fatalf("tasks=%d task=%d: open: %v", tasks, task, err)
 		}
 		defer src.Close()
-		lo, hi := splitPoint(size, task, tasks), splitPoint(size, task+1, tasks)
 		var ids []uint64 // of the roots and bad records, in order
 		type resume struct {
 			pos  uint64 // Position after a bad record
@@ -413,8 +416,8 @@ func checkLongSplit(t *testing.T, path, content string, tasks int) {
 			}
 			ids = append(ids, id)
 			seen[id]++
-			if id < uint64(lo) || id >= uint64(hi) {
-				t.Errorf("tasks=%d task=%d: line at %d outside [%d, %d)", tasks, task, id, lo, hi)
+			if k := splitOf(size, id, tasks*SplitsPerTask); k%tasks != task {
+				t.Errorf("tasks=%d task=%d: line at %d is in split %d, not of the task's share", tasks, task, id, k)
 			}
 		}
 		if got := src.Total(); got != int64(len(ids)) {
@@ -677,4 +680,108 @@ func TestNotUTF8(t *testing.T) {
 		src := openReader(t, strings.NewReader(content))
 		check(t, src, func() (Root, error) { return nextReady(t, src) }, 1, "stdin: line 2")
 	})
+}
+
+// TestFileSharedSplits: tasks that share a file's splits read their first
+// split and then what they are granted, in whatever order the grants come;
+// together they read every line exactly once. A task that waits for a
+// grant says ErrNotReady, one told none is left says io.EOF after what it
+// holds, and grants it did not ask for, or of splits it has held, change
+// nothing. At each point, a task opened afresh from Held and Position
+// reads on the same.
+func TestFileSharedSplits(t *testing.T) {
+	content := randomContent(5, 400)
+	path := writeFile(t, content)
+	want := wantLines(content)
+	for _, tc := range []struct {
+		tasks int
+		seed  uint64
+	}{{1, 1}, {2, 2}, {3, 3}, {3, 4}, {5, 5}} {
+		t.Run(fmt.Sprintf("tasks=%d/seed=%d", tc.tasks, tc.seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(tc.seed, 9))
+			tasks := make([]*fileTask, tc.tasks)
+			for i := range tasks {
+				tasks[i] = must(t, File(path), i, tc.tasks).(*fileTask)
+				tasks[i].Share()
+			}
+			splits := tasks[0].NumSplits()
+			next := tc.tasks // splits 0..tasks-1 are the tasks' first
+			seen := map[uint64]int{}
+			done := make([]bool, len(tasks))
+			for left := len(tasks); left > 0; {
+				i := rng.IntN(len(tasks))
+				src := tasks[i]
+				if done[i] {
+					continue
+				}
+				if last, ok := src.Wants(); ok && rng.IntN(3) == 0 {
+					src.Grant(last) // stale: changes nothing
+					if next < splits {
+						src.Grant(next)
+						next++
+					} else {
+						src.Grant(-1)
+					}
+					src.Grant(last + 1000) // unwanted now
+				}
+				if rng.IntN(4) == 0 { // a fresh task resumes where this one is
+					split, reserve := src.Held()
+					again := must(t, File(path), i, tc.tasks).(*fileTask)
+					again.Share()
+					if err := again.SeekSplit(split, reserve, src.Position()); err != nil {
+						t.Fatalf("task %d: SeekSplit(%d, %d, %d): %v", i, split, reserve, src.Position(), err)
+					}
+					again.none = src.none
+					tasks[i], src = again, again
+				}
+				for range rng.IntN(20) {
+					r, err := src.Next()
+					if errors.Is(err, ErrNotReady) {
+						if _, ok := src.Wants(); !ok {
+							t.Fatalf("task %d: not ready but wants no split", i)
+						}
+						break
+					}
+					if errors.Is(err, io.EOF) {
+						done[i] = true
+						left--
+						break
+					}
+					if err != nil {
+						t.Fatalf("task %d: Next: %v", i, err)
+					}
+					seen[r.ID]++
+					if want[r.ID] != r.Payload {
+						t.Errorf("task %d: root %d = %q, want %q", i, r.ID, r.Payload, want[r.ID])
+					}
+				}
+			}
+			for id := range want {
+				if seen[id] != 1 {
+					t.Errorf("line at %d read %d times, want once", id, seen[id])
+				}
+			}
+			if len(seen) != len(want) {
+				t.Errorf("read %d distinct lines, want %d", len(seen), len(want))
+			}
+			var total int64
+			for _, src := range tasks {
+				total += src.Total()
+			}
+			if total != int64(len(want)) {
+				t.Errorf("Totals add up to %d, want the file's %d lines", total, len(want))
+			}
+		})
+	}
+}
+
+func TestFileSeekSplitErrors(t *testing.T) {
+	path := writeFile(t, randomContent(6, 100))
+	src := must(t, File(path), 0, 2).(*fileTask)
+	src.Share()
+	for _, c := range [][2]int{{-1, -1}, {32, -1}, {3, 3}, {3, 2}, {3, 32}} {
+		if err := src.SeekSplit(c[0], c[1], 0); err == nil {
+			t.Errorf("SeekSplit(%d, %d, 0) accepted", c[0], c[1])
+		}
+	}
 }

@@ -99,6 +99,36 @@ type Seeker interface {
 	Seek(pos uint64) error
 }
 
+// Splits is a Source whose input is cut into more splits than there are
+// tasks, as a file is. Left alone, task i of n reads its share of them;
+// after Share it reads split i and then only the splits Grant hands it, so
+// that a run can give each remaining split to the task that asks first: a
+// task on a less loaded member reads more, and the tasks end together
+// (Hadoop's and Flink's split assignment). A Factory's sources are all
+// Splits or none: a task reading its own share would read splits granted
+// to the others.
+type Splits interface {
+	// Share makes the source read only granted splits after its first.
+	// Call it before the first Next.
+	Share()
+	// Wants says whether the source, sharing, holds no split beyond the
+	// one it reads and may still be granted one, and last is the newest
+	// split it holds: a grant for it is the next after last.
+	Wants() (last int, ok bool)
+	// Grant hands the source split k, or none (k < 0): Next then says
+	// io.EOF after the splits it holds. A grant the source does not want,
+	// or of a split not past last, changes nothing.
+	Grant(k int)
+	// NumSplits is how many splits the input has.
+	NumSplits() int
+	// Held is the split being read and the one granted after it, -1 if
+	// none: with Position, what SeekSplit resumes from.
+	Held() (split, reserve int)
+	// SeekSplit makes a sharing source, opened afresh, read split from
+	// pos and then reserve (unless -1).
+	SeekSplit(split, reserve int, pos uint64) error
+}
+
 // Backlogger is a Source that knows how many records wait for it at its
 // broker or log, not yet handed out: the queue in front of its spout task,
 // which the queueing model reports as the source stage.
