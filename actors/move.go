@@ -51,6 +51,10 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 		// About the old activation's batches to its standby: the new one
 		// numbers its own, and syncs its standby afresh.
 		return true
+	case *messages.SplitGrant:
+		// An answer to the old activation's request: the new one asks for
+		// itself, after the split it holds.
+		return true
 	}
 	ctx.Forward(f.to)
 	return true

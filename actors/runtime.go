@@ -477,7 +477,7 @@ func (rt *Runtime) Run(ctx context.Context, c *cluster.Cluster, progress func(Pr
 	}
 	e := rt.env
 	start := time.Now()
-	rep := newReporter(e.topo.Tasks(), true, e.log)
+	rep := newReporter(e.topo, true, e.log)
 	rt.start = start
 	rt.run.Store(rep)
 	root := c.ActorSystem.Root
@@ -685,36 +685,47 @@ type reporter struct {
 	allDone chan struct{}
 	share   bool                    // spout tasks share their sources' splits: grant them
 	splits  map[uint32]*splitGrants // by spout component (its first task)
+	topo    *Topology               // what split requests are checked against
+	// sharing is, by spout component (its first task) and whether a task
+	// shares its source's splits, a task that said so
+	sharing map[uint32]map[bool]uint32
 }
 
 // splitGrants is who holds which split of a spout component's source.
 type splitGrants struct {
-	next int32              // the first split nobody holds
-	held map[uint32][]int32 // by task, in the order granted (ascending)
+	splits int32              // the source's splits, as the first request said
+	next   int32              // the first split nobody holds
+	held   map[uint32][]int32 // by task, in the order granted (ascending)
 }
 
-func newReporter(tasks int, share bool, log logrus.FieldLogger) *reporter {
-	return &reporter{log: log, tasks: map[uint32]*messages.TaskReport{}, errs: map[uint32]string{}, want: tasks,
+// newReporter makes the reporter of a run of topo; share says that its
+// spout tasks share their sources' splits, and it grants them.
+func newReporter(topo *Topology, share bool, log logrus.FieldLogger) *reporter {
+	return &reporter{log: log, tasks: map[uint32]*messages.TaskReport{}, errs: map[uint32]string{}, want: topo.Tasks(),
 		allDone: make(chan struct{}), states: map[uint32]*messages.SpoutState{}, restart: map[uint32]bool{},
-		moved: make(chan struct{}, 1), share: share, splits: map[uint32]*splitGrants{}}
+		moved: make(chan struct{}, 1), share: share, splits: map[uint32]*splitGrants{}, topo: topo,
+		sharing: map[uint32]map[bool]uint32{}}
 }
 
 // grant answers a spout task's SplitRequest: the split it was granted
 // after m.Last before, if any (it started again from a state older than
 // that grant), else the next split nobody holds, else -1. Each split is so
 // held by one task, and a task that starts again from an older state is
-// granted again what it held since. ok is false for a malformed request.
-func (r *reporter) grant(m *messages.SplitRequest) (split int32, ok bool) {
-	if m.Parallel == 0 || m.Splits < m.Parallel || m.Task < m.FirstTask || m.Task-m.FirstTask >= m.Parallel ||
-		m.Last < 0 || uint32(m.Last) >= m.Splits {
-		return 0, false
+// granted again what it held since. It says what is wrong with a
+// malformed request instead.
+func (r *reporter) grant(m *messages.SplitRequest) (split int32, err error) {
+	if err := r.checkSplitRequest(m); err != nil {
+		return 0, fmt.Errorf("spout task %d's split request: %w", m.Task, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	g := r.splits[m.FirstTask]
 	if g == nil {
-		g = &splitGrants{next: int32(m.Parallel), held: map[uint32][]int32{}}
+		g = &splitGrants{splits: int32(m.Splits), next: int32(m.Parallel), held: map[uint32][]int32{}}
 		r.splits[m.FirstTask] = g
+	}
+	if g.splits != int32(m.Splits) { // a member with another build
+		return 0, fmt.Errorf("spout task %d's source has %d splits, its component's first asked for %d", m.Task, m.Splits, g.splits)
 	}
 	held, ok := g.held[m.Task]
 	if !ok {
@@ -723,17 +734,61 @@ func (r *reporter) grant(m *messages.SplitRequest) (split int32, ok bool) {
 	i := slices.Index(held, m.Last)
 	switch {
 	case i >= 0 && i+1 < len(held):
-		return held[i+1], true
+		return held[i+1], nil
 	case i < 0:
 		r.log.Warnf("reporter: spout task %d asks for the split after %d, which it was never granted; granting the next", m.Task, m.Last)
 	}
 	if g.next >= int32(m.Splits) {
-		return -1, true
+		return -1, nil
 	}
 	split = g.next
 	g.next++
 	g.held[m.Task] = append(held, split)
-	return split, true
+	return split, nil
+}
+
+// checkSharing says what is wrong if m's spout task shares its source's
+// splits and another task of its spout does not, or the other way round:
+// a task that reads its own share would read splits granted to the
+// others. r.mu is held.
+func (r *reporter) checkSharing(m *messages.TaskReport) error {
+	if !r.share || !m.Started || int(m.Task) >= len(r.topo.tasks) || !r.topo.tasks[m.Task].Spout {
+		return nil
+	}
+	c := r.topo.tasks[m.Task]
+	seen := r.sharing[c.FirstTask]
+	if seen == nil {
+		seen = map[bool]uint32{}
+		r.sharing[c.FirstTask] = seen
+	}
+	seen[m.SharesSplits] = m.Task
+	if other, ok := seen[!m.SharesSplits]; ok {
+		sharing, not := m.Task, other
+		if !m.SharesSplits {
+			sharing, not = other, m.Task
+		}
+		return fmt.Errorf("spout %s: task %d shares its source's splits and task %d does not; their sources must all implement source.Splits or none (a wrapper must pass it on)", c.Name, sharing, not)
+	}
+	return nil
+}
+
+// checkSplitRequest says what is wrong with m, if anything: it must come
+// from a spout task of the run's topology, name its component as the
+// topology does, and ask after a split the source has.
+func (r *reporter) checkSplitRequest(m *messages.SplitRequest) error {
+	if int(m.Task) >= len(r.topo.tasks) || !r.topo.tasks[m.Task].Spout {
+		return fmt.Errorf("task %d is no spout task of the topology", m.Task)
+	}
+	c := r.topo.tasks[m.Task]
+	switch {
+	case m.FirstTask != c.FirstTask || int(m.Parallel) != c.Parallel:
+		return fmt.Errorf("its component is tasks %d..+%d, not %d..+%d", c.FirstTask, c.Parallel, m.FirstTask, m.Parallel)
+	case m.Splits < m.Parallel:
+		return fmt.Errorf("%d splits for %d tasks", m.Splits, m.Parallel)
+	case m.Last < 0 || uint32(m.Last) >= m.Splits:
+		return fmt.Errorf("no split %d of %d", m.Last, m.Splits)
+	}
+	return nil
 }
 
 func (r *reporter) receive(ctx actor.Context) {
@@ -742,12 +797,18 @@ func (r *reporter) receive(ctx actor.Context) {
 		return
 	}
 	if m, ok := ctx.Message().(*messages.SplitRequest); ok {
-		split, ok := r.grant(m)
-		if !ok || m.From == nil {
-			r.log.Errorf("reporter: dropping a malformed split request: %v", m)
+		from := pidOf(m.From)
+		if from == nil {
+			r.log.Errorf("reporter: dropping a split request that names no sender: %v", m)
 			return
 		}
-		ctx.Send(pidOf(m.From), &messages.SplitGrant{Split: split})
+		split, err := r.grant(m)
+		answer := &messages.SplitGrant{Split: split, After: m.Last}
+		if err != nil {
+			r.log.WithError(err).Error("reporter: refusing a split request")
+			answer.Error = err.Error()
+		}
+		ctx.Send(from, answer)
 		return
 	}
 	if m, ok := ctx.Message().(*messages.SpoutMoved); ok && m.State != nil {
@@ -779,6 +840,9 @@ func (r *reporter) receive(ctx actor.Context) {
 	r.tasks[m.Task] = m
 	if _, seen := r.errs[m.Task]; m.Error != "" && !seen {
 		r.errs[m.Task] = m.Error
+	}
+	if err := r.checkSharing(m); err != nil {
+		r.errs[m.Task] = err.Error()
 	}
 	if m.Done {
 		if r.done++; r.done == r.want {

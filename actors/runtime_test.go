@@ -868,7 +868,7 @@ func TestReporterKeepsAWholeSpoutState(t *testing.T) {
 		{"a moved task's state", func(st *messages.SpoutState) any { return &messages.SpoutMoved{Task: 3, State: st} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newReporter(4, false, quietLog())
+			r := newReporter(splitsTopology(t), false, quietLog())
 			r.receive(&standbyContext{msg: &messages.TaskReport{Task: 3, Checkpoint: proto.Clone(whole).(*messages.SpoutState)}})
 			bad := proto.Clone(whole).(*messages.SpoutState)
 			bad.Position, bad.SpringIds = 90, []uint64{1, 2}
@@ -880,16 +880,38 @@ func TestReporterKeepsAWholeSpoutState(t *testing.T) {
 	}
 }
 
+// splitsTopology has a spout of one task (task 0), a spout of three
+// (tasks 1–3), a spout of three (4–6) and a processor of three (7–9).
+func splitsTopology(t *testing.T) *Topology {
+	var b Builder
+	none := func(task, tasks int) (source.Source, error) { return &memSource{mu: &sync.Mutex{}}, nil }
+	b.Spout("one", 1, none)
+	b.Spout("lines", 3, none)
+	b.Processor("p", 3, func(TaskInfo) (Processor, error) { return procFunc(func(*Tuple, *Collector) {}), nil }).Shuffle("lines")
+	b.Spout("more", 3, none)
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, first := range map[string]uint32{"one": 0, "lines": 1, "more": 4, "p": 7} {
+		if c := topo.byName[name]; c.FirstTask != first {
+			t.Fatalf("%s's first task is %d, the test wants %d", name, c.FirstTask, first)
+		}
+	}
+	return topo
+}
+
 // TestReporterGrantsSplits: each split of a spout component is granted to
 // one task, in order, the first splits being the tasks' own; a task that
 // asks again after a split it was granted more after (it started again
-// from an older state) is granted the same again; malformed requests are
+// from an older state) is granted the same again; requests that do not
+// match the topology, or a source with another number of splits, are
 // refused, and another component has its own splits.
 func TestReporterGrantsSplits(t *testing.T) {
 	req := func(task, first uint32, last int32) *messages.SplitRequest {
 		return &messages.SplitRequest{Task: task, FirstTask: first, Parallel: 3, Splits: 6, Last: last}
 	}
-	r := newReporter(10, true, quietLog())
+	r := newReporter(splitsTopology(t), true, quietLog())
 	for i, step := range []struct {
 		m    *messages.SplitRequest
 		want int32
@@ -904,16 +926,46 @@ func TestReporterGrantsSplits(t *testing.T) {
 		{req(3, 1, 2), -1, true},  // none left for task 3 either
 		{req(1, 1, 4), -1, true},  //
 		{req(1, 1, 0), 4, true},   // task 1 still gets split 4 again after its first
-		{req(7, 7, 0), 3, true},   // another component
-		{req(4, 1, 0), 0, false},  // not a task of the component
+		{req(4, 4, 0), 3, true},   // another component
+		{req(7, 1, 0), 0, false},  // a processor's task
+		{req(10, 1, 0), 0, false}, // no such task
+		{req(5, 1, 0), 0, false},  // another component's task
 		{req(1, 1, 6), 0, false},  // no such split
 		{req(1, 1, -1), 0, false}, // no such split
+		{&messages.SplitRequest{Task: 1, FirstTask: 1, Parallel: 2, Splits: 6, Last: 0}, 0, false}, // not its parallelism
 		{&messages.SplitRequest{Task: 1, FirstTask: 1, Parallel: 3, Splits: 2, Last: 0}, 0, false}, // fewer splits than tasks
-		{&messages.SplitRequest{Task: 1, FirstTask: 1, Parallel: 0, Splits: 2, Last: 0}, 0, false},
+		{&messages.SplitRequest{Task: 1, FirstTask: 1, Parallel: 3, Splits: 9, Last: 0}, 0, false}, // another build's splits
 	} {
-		got, ok := r.grant(step.m)
-		if ok != step.ok || (ok && got != step.want) {
-			t.Errorf("step %d: grant(task %d after %d) = %d, %v; want %d, %v", i, step.m.Task, step.m.Last, got, ok, step.want, step.ok)
+		got, err := r.grant(step.m)
+		if (err == nil) != step.ok || (err == nil && got != step.want) {
+			t.Errorf("step %d: grant(task %d after %d) = %d, %v; want %d, ok %v", i, step.m.Task, step.m.Last, got, err, step.want, step.ok)
+		}
+	}
+}
+
+// TestReporterAnswersSplitRequests: the answer goes to the request's
+// sender and names the split it follows; a refusal says why, and a
+// request that names no sender is dropped.
+func TestReporterAnswersSplitRequests(t *testing.T) {
+	r := newReporter(splitsTopology(t), true, quietLog())
+	from := &messages.Pid{Address: "nonhost", Id: "spout"}
+	for _, tc := range []struct {
+		m      *messages.SplitRequest
+		answer *messages.SplitGrant
+	}{
+		{&messages.SplitRequest{Task: 2, FirstTask: 1, Parallel: 3, Splits: 6, Last: 1, From: from}, &messages.SplitGrant{Split: 3, After: 1}},
+		{&messages.SplitRequest{Task: 7, FirstTask: 1, Parallel: 3, Splits: 6, Last: 1, From: from},
+			&messages.SplitGrant{After: 1, Error: "spout task 7's split request: task 7 is no spout task of the topology"}},
+		{&messages.SplitRequest{Task: 2, FirstTask: 1, Parallel: 3, Splits: 6, Last: 3}, nil},
+		{&messages.SplitRequest{Task: 2, FirstTask: 1, Parallel: 3, Splits: 6, Last: 3, From: &messages.Pid{Address: "nonhost"}}, nil},
+	} {
+		ctx := &standbyContext{msg: tc.m}
+		r.receive(ctx)
+		switch {
+		case tc.answer == nil && len(ctx.sent) != 0:
+			t.Errorf("%v: answered %v, want nothing", tc.m, ctx.sent)
+		case tc.answer != nil && (len(ctx.sent) != 1 || !proto.Equal(ctx.sent[0].msg.(proto.Message), tc.answer) || ctx.sent[0].to.Id != "spout"):
+			t.Errorf("%v: answered %v, want %v to the sender", tc.m, ctx.sent, tc.answer)
 		}
 	}
 }

@@ -47,7 +47,7 @@ func (rt *Runtime) Serve(ctx context.Context, c *cluster.Cluster, leader func() 
 		return errors.New("serve: this runtime has run already; make a new one")
 	}
 	e := rt.env
-	rep := newReporter(e.topo.Tasks(), false, e.log) // a lead that changes would not know the grants
+	rep := newReporter(e.topo, false, e.log) // a lead that changes would not know the grants
 	rt.start = time.Now()
 	rt.run.Store(rep)
 	root := c.ActorSystem.Root

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +19,6 @@ import (
 type slowSplits struct {
 	source.Source
 	source.Splits
-	source.Seeker
 	read *atomic.Int64
 }
 
@@ -53,7 +53,7 @@ func TestRunSharesSplits(t *testing.T) {
 		if err != nil || task != 0 {
 			return src, err
 		}
-		return slowSplits{src, src.(source.Splits), src.(source.Seeker), &slow}, nil
+		return slowSplits{src, src.(source.Splits), &slow}, nil
 	})
 	b.Processor("p", 2, func(TaskInfo) (Processor, error) {
 		return procFunc(func(tp *Tuple, c *Collector) {
@@ -82,4 +82,39 @@ func TestRunSharesSplits(t *testing.T) {
 		t.Errorf("the slow spout task read %d of %d lines, want at most a quarter: the fast one should take its splits", n, lines)
 	}
 	t.Logf("the slow spout task read %d of %d lines", slow.Load(), lines)
+}
+
+// TestRunRefusesMixedSharing: a spout whose tasks' sources do not all share
+// their splits (a wrapper that hides source.Splits on one) would read some
+// splits twice; the run fails and says why.
+func TestRunRefusesMixedSharing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in.txt")
+	if err := os.WriteFile(path, []byte(strings.Repeat("a line\n", 2000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var b Builder
+	b.Spout("lines", 2, func(task, tasks int) (source.Source, error) {
+		src, err := source.File(path)(task, tasks)
+		if err != nil || task != 0 {
+			return src, err
+		}
+		return struct{ source.Source }{src}, nil // hides Splits
+	})
+	b.Processor("p", 1, func(TaskInfo) (Processor, error) {
+		return procFunc(func(tp *Tuple, c *Collector) { c.Ack(tp) }), nil
+	}).Shuffle("lines")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := New(topo, testConfig(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = rt.Run(ctx, startMember(t, rt), nil)
+	if want := "spout lines: task 1 shares its source's splits and task 0 does not"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Run = %v, want an error saying %q", err, want)
+	}
 }

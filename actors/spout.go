@@ -267,7 +267,7 @@ func (s *spoutTask) state() *messages.SpoutState {
 	if sk, ok := s.src.(source.Seeker); ok {
 		st.Position, st.Seekable = sk.Position(), true
 	}
-	if s.shares != nil {
+	if s.shares != nil { // Position is in split
 		split, reserve := s.shares.Held()
 		st.Shared, st.Split, st.Reserve = true, uint32(split), int32(reserve)
 	}
@@ -296,6 +296,8 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 		if err := s.shares.SeekSplit(int(st.Split), int(st.Reserve), st.Position); err != nil {
 			s.env.log.WithError(err).Errorf("spout %s/%d: resuming its source; reading its first split again", s.info.Component, s.info.Index)
 		}
+	case st.Shared:
+		s.env.log.Errorf("spout %s/%d: its state is of a source that shared its splits, and this one does not; reading it again from the start", s.info.Component, s.info.Index)
 	case st.Seekable && ok:
 		if err := sk.Seek(st.Position); err != nil {
 			s.env.log.WithError(err).Errorf("spout %s/%d: resuming its source; reading it again from the start", s.info.Component, s.info.Index)
@@ -384,7 +386,7 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 		s.scope = s.env.topo.tasks[s.task].FirstTask
 	}
 	s.total = src.Total()
-	if sp, ok := src.(source.Splits); ok && m.ShareSplits {
+	if sp, ok := src.(source.Splits); ok && m.ShareSplits && s.info.Parallel > 1 {
 		sp.Share()
 		s.shares = sp
 	}
@@ -633,7 +635,7 @@ func (s *spoutTask) deadLetter(v tracker.Settled, payload string) {
 // askSplit asks the reporter for the next split while the source reads
 // one, so that it has it before it needs it.
 func (s *spoutTask) askSplit() {
-	if s.shares == nil || s.asked || s.reporter == nil || s.finished {
+	if s.shares == nil || s.asked || s.reporter == nil || s.finished || s.core.Ended() {
 		return
 	}
 	last, ok := s.shares.Wants()
@@ -646,22 +648,33 @@ func (s *spoutTask) askSplit() {
 		Splits: uint32(s.shares.NumSplits()), Last: int32(last), From: &messages.Pid{Address: s.self.Address, Id: s.self.Id}})
 }
 
-// granted hands the source the split the reporter granted, and pulls at
-// once if the source was waiting for it.
+// granted hands the source the split the reporter granted, and pulls if
+// the source was waiting for it (the pull the core queued comes later: it
+// keeps the one chain of pulls). A refusal breaks the task: its roots in
+// flight finish, and the run reports why.
 func (s *spoutTask) granted(m *messages.SplitGrant) {
 	if s.shares == nil || s.finished {
 		return
 	}
-	s.shares.Grant(int(m.Split))
+	if m.Error != "" {
+		s.err = fmt.Sprintf("spout %s/%d: the run refused its split request: %s", s.info.Component, s.info.Index, m.Error)
+		s.core.Broke()
+		s.refill()
+		return
+	}
+	s.shares.Grant(int(m.After), int(m.Split))
 	s.asked = false
 	if s.starved {
 		s.starved = false
-		s.pull(true)
+		s.pull(false)
 	}
 }
 
+// tick expires overdue roots, flushes, reports, and asks again for a
+// split the source still wants: a request or its answer may have been
+// lost.
 func (s *spoutTask) tick() {
-	s.asked = false // a request or its answer may have been lost: ask again
+	s.asked = false
 	s.askSplit()
 	s.setDeadline()
 	s.settled = s.core.Expire(s.stamp, s.settled[:0])
@@ -689,7 +702,7 @@ func (s *spoutTask) report() {
 }
 
 func (s *spoutTask) snapshot() *messages.TaskReport {
-	r := &messages.TaskReport{Task: s.task, Done: s.done, Error: s.err, Total: s.total}
+	r := &messages.TaskReport{Task: s.task, Done: s.done, Error: s.err, Total: s.total, Started: s.started, SharesSplits: s.shares != nil}
 	if s.col != nil {
 		r.Emitted = s.col.emitted
 	}

@@ -18,17 +18,26 @@ func TestKindStandby(t *testing.T) {
 	}
 }
 
-// standbyContext is what a standby's Receive uses of its context.
+// standbyContext is what a standby's and the reporter's Receive use of
+// their context.
 type standbyContext struct {
 	actor.Context
 	msg     any
 	sender  *actor.PID
 	answers []any
+	sent    []sentMessage
 }
 
-func (c *standbyContext) Message() any       { return c.msg }
-func (c *standbyContext) Sender() *actor.PID { return c.sender }
-func (c *standbyContext) Respond(m any)      { c.answers = append(c.answers, m) }
+// sentMessage is a message a context sent.
+type sentMessage struct {
+	to  *actor.PID
+	msg any
+}
+
+func (c *standbyContext) Message() any              { return c.msg }
+func (c *standbyContext) Sender() *actor.PID        { return c.sender }
+func (c *standbyContext) Respond(m any)             { c.answers = append(c.answers, m) }
+func (c *standbyContext) Send(to *actor.PID, m any) { c.sent = append(c.sent, sentMessage{to, m}) }
 
 // TestStandbyRefusesCorruptState: a standby given a corrupt part of its
 // task's state holds nothing, logs what did not take, and answers every

@@ -831,10 +831,14 @@ func (x *SplitRequest) GetFrom() *Pid {
 	return nil
 }
 
-// SplitGrant answers a SplitRequest: split, or -1 for none left.
+// SplitGrant answers a SplitRequest: split, or -1 for none left, granted
+// after the request's last (a task takes only the answer to what it asks
+// now); error says why a request was refused.
 type SplitGrant struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Split         int32                  `protobuf:"varint,1,opt,name=split,proto3" json:"split,omitempty"`
+	After         int32                  `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -874,6 +878,20 @@ func (x *SplitGrant) GetSplit() int32 {
 		return x.Split
 	}
 	return 0
+}
+
+func (x *SplitGrant) GetAfter() int32 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *SplitGrant) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 // SpoutState is a spout task's state as it moves to another member: its
@@ -1735,7 +1753,11 @@ type TaskReport struct {
 	LatencySumMicros uint64   `protobuf:"varint,16,opt,name=latency_sum_micros,json=latencySumMicros,proto3" json:"latency_sum_micros,omitempty"` // spout: the sum of those latencies
 	// spout over a seekable source: where to start again should its member
 	// die (every second or so)
-	Checkpoint    *SpoutState `protobuf:"bytes,17,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	Checkpoint *SpoutState `protobuf:"bytes,17,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// spout: started reading its source, and whether it shares the
+	// source's splits (the tasks of a spout must all share or none)
+	Started       bool `protobuf:"varint,18,opt,name=started,proto3" json:"started,omitempty"`
+	SharesSplits  bool `protobuf:"varint,19,opt,name=shares_splits,json=sharesSplits,proto3" json:"shares_splits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1887,6 +1909,20 @@ func (x *TaskReport) GetCheckpoint() *SpoutState {
 		return x.Checkpoint
 	}
 	return nil
+}
+
+func (x *TaskReport) GetStarted() bool {
+	if x != nil {
+		return x.Started
+	}
+	return false
+}
+
+func (x *TaskReport) GetSharesSplits() bool {
+	if x != nil {
+		return x.SharesSplits
+	}
+	return false
 }
 
 // AckerStatsRequest asks an acker for its counters; it answers AckerStats.
@@ -2630,10 +2666,12 @@ const file_acktor_proto_rawDesc = "" +
 	"\bparallel\x18\x03 \x01(\rR\bparallel\x12\x16\n" +
 	"\x06splits\x18\x04 \x01(\rR\x06splits\x12\x12\n" +
 	"\x04last\x18\x05 \x01(\x05R\x04last\x12\x1f\n" +
-	"\x04from\x18\x06 \x01(\v2\v.acktor.PidR\x04from\"\"\n" +
+	"\x04from\x18\x06 \x01(\v2\v.acktor.PidR\x04from\"N\n" +
 	"\n" +
 	"SplitGrant\x12\x14\n" +
-	"\x05split\x18\x01 \x01(\x05R\x05split\"\x92\x03\n" +
+	"\x05split\x18\x01 \x01(\x05R\x05split\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x05R\x05after\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x92\x03\n" +
 	"\n" +
 	"SpoutState\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x1a\n" +
@@ -2703,7 +2741,7 @@ const file_acktor_proto_rawDesc = "" +
 	"JobRequest\"\x1d\n" +
 	"\aJobText\x12\x12\n" +
 	"\x04yaml\x18\x01 \x01(\tR\x04yaml\"\x11\n" +
-	"\x0fProgressRequest\"\x81\x04\n" +
+	"\x0fProgressRequest\"\xc0\x04\n" +
 	"\n" +
 	"TaskReport\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12\x12\n" +
@@ -2725,7 +2763,9 @@ const file_acktor_proto_rawDesc = "" +
 	"\x12latency_sum_micros\x18\x10 \x01(\x04R\x10latencySumMicros\x122\n" +
 	"\n" +
 	"checkpoint\x18\x11 \x01(\v2\x12.acktor.SpoutStateR\n" +
-	"checkpoint\"\x13\n" +
+	"checkpoint\x12\x18\n" +
+	"\astarted\x18\x12 \x01(\bR\astarted\x12#\n" +
+	"\rshares_splits\x18\x13 \x01(\bR\fsharesSplits\"\x13\n" +
 	"\x11AckerStatsRequest\"\x82\x04\n" +
 	"\n" +
 	"AckerStats\x12\x0e\n" +

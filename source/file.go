@@ -113,9 +113,10 @@ type fileSource struct {
 	err   error  // sticky error of Next
 }
 
-// newFileSource opens split k of splits of the file f of size bytes, and
-// counts its lines if count is set.
-func newFileSource(path string, f *os.File, size int64, k, splits, maxLine int, count bool) (*fileSource, error) {
+// newFileSource opens split k of splits of the file f of size bytes,
+// reading through br (nil: a new reader), and counts its lines if count is
+// set.
+func newFileSource(path string, f *os.File, size int64, k, splits, maxLine int, br *bufio.Reader, count bool) (*fileSource, error) {
 	s := &fileSource{
 		path:  path,
 		f:     f,
@@ -129,7 +130,10 @@ func newFileSource(path string, f *os.File, size int64, k, splits, maxLine int, 
 	if from > 0 {
 		from--
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, from, size-from), fileBufSize)
+	if br == nil {
+		br = bufio.NewReaderSize(nil, fileBufSize)
+	}
+	br.Reset(io.NewSectionReader(f, from, size-from))
 	s.pos = from
 	if s.start > 0 {
 		n, err := skipLine(br, s.end-from)
@@ -245,7 +249,7 @@ func (s *fileSource) Seek(pos uint64) error {
 			return fmt.Errorf("source: file %s: seek to %d: not the start of a line", s.path, pos)
 		}
 	}
-	s.lines = lineReader{br: bufio.NewReaderSize(io.NewSectionReader(s.f, off, info.Size()-off), fileBufSize), max: s.max}
+	s.lines.br.Reset(io.NewSectionReader(s.f, off, info.Size()-off))
 	s.pos = off
 	return nil
 }

@@ -715,14 +715,15 @@ func TestFileSharedSplits(t *testing.T) {
 					continue
 				}
 				if last, ok := src.Wants(); ok && rng.IntN(3) == 0 {
-					src.Grant(last) // stale: changes nothing
+					src.Grant(last, last) // stale: changes nothing
 					if next < splits {
-						src.Grant(next)
+						src.Grant(last-1, next+1) // answers another request
+						src.Grant(last, next)
 						next++
 					} else {
-						src.Grant(-1)
+						src.Grant(last, -1)
 					}
-					src.Grant(last + 1000) // unwanted now
+					src.Grant(last, last+1000) // unwanted now
 				}
 				if rng.IntN(4) == 0 { // a fresh task resumes where this one is
 					split, reserve := src.Held()

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -18,12 +19,13 @@ type fileTask struct {
 	tasks  int
 	splits int
 
-	cur     *fileSource // the split being read, nil once closed
-	split   int         // its number
-	reserve int         // the split granted after it, -1 if none
-	last    int         // the newest split held: split or reserve
-	shared  bool        // Share: the splits after the first come from Grant
-	none    bool        // Grant said no split is left
+	cur     *fileSource   // the split being read
+	br      *bufio.Reader // its reader, reused from split to split
+	split   int           // its number
+	reserve int           // the split granted after it, -1 if none
+	last    int           // the newest split held: split or reserve
+	shared  bool          // Share: the splits after the first come from Grant
+	none    bool          // Grant said no split is left
 	total   int64
 	err     error // sticky: why Next reads no more
 }
@@ -50,9 +52,9 @@ func newFileTask(path string, f *os.File, task, tasks, maxLine int) (*fileTask, 
 		return nil, fmt.Errorf("not a regular file (mode %s); byte-range splits need one", info.Mode())
 	}
 	t := &fileTask{path: path, f: f, size: info.Size(), max: maxLine, task: task, tasks: tasks,
-		splits: tasks * SplitsPerTask, split: task, reserve: -1, last: task}
+		splits: tasks * SplitsPerTask, split: task, reserve: -1, last: task, br: bufio.NewReaderSize(nil, fileBufSize)}
 	for k := task; k < t.splits; k += tasks {
-		s, err := newFileSource(path, f, t.size, k, t.splits, maxLine, true)
+		s, err := newFileSource(path, f, t.size, k, t.splits, maxLine, t.br, true)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +68,7 @@ func newFileTask(path string, f *os.File, task, tasks, maxLine int) (*fileTask, 
 
 // open opens split k for reading.
 func (t *fileTask) open(k int) (*fileSource, error) {
-	return newFileSource(t.path, t.f, t.size, k, t.splits, t.max, false)
+	return newFileSource(t.path, t.f, t.size, k, t.splits, t.max, t.br, false)
 }
 
 // Next returns the next non-empty line of the split being read, going on to
@@ -126,10 +128,11 @@ func (t *fileTask) Wants() (last int, ok bool) {
 }
 
 // Grant hands the task split k to read after the current one, or none
-// (k < 0). It is ignored unless the task Wants one, and a split not past
-// the newest it holds: a grant repeated or out of date changes nothing.
-func (t *fileTask) Grant(k int) {
-	if _, ok := t.Wants(); !ok {
+// (k < 0), in answer to a request after last. It is ignored unless the
+// task Wants one after last: a grant repeated, out of date or meant for
+// another activation of the task changes nothing.
+func (t *fileTask) Grant(last, k int) {
+	if held, ok := t.Wants(); !ok || held != last {
 		return
 	}
 	switch {
@@ -160,19 +163,20 @@ func (t *fileTask) SeekSplit(split, reserve int, pos uint64) error {
 	return nil
 }
 
-// seek opens split k and continues it at pos.
+// seek opens split k and continues it at pos. It reads through a reader
+// of its own until it succeeds: the current split's stays as it was.
 func (t *fileTask) seek(k int, pos uint64) error {
 	if t.err != nil {
 		return t.err
 	}
-	cur, err := t.open(k)
+	cur, err := newFileSource(t.path, t.f, t.size, k, t.splits, t.max, nil, false)
 	if err != nil {
 		return fmt.Errorf("source: file %s: split %d: %w", t.path, k, err)
 	}
 	if err := cur.Seek(pos); err != nil {
 		return err
 	}
-	t.cur, t.split, t.last = cur, k, max(t.last, k)
+	t.cur, t.br, t.split, t.last = cur, cur.lines.br, k, max(t.last, k)
 	return nil
 }
 

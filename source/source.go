@@ -82,7 +82,9 @@ type Source interface {
 	// Done tells the source that a root finished (or was dead-lettered) and
 	// will not be replayed; sources that keep payloads may forget it.
 	Done(id uint64)
-	// Total is the number of roots this source will yield, or -1 if unknown.
+	// Total is the number of roots this source will yield, or -1 if unknown;
+	// for Splits, the roots in its task's share of the splits, so that the
+	// tasks' Totals add up whoever reads which split.
 	Total() int64
 	// Close releases files and goroutines.
 	Close() error
@@ -108,6 +110,9 @@ type Seeker interface {
 // Splits or none: a task reading its own share would read splits granted
 // to the others.
 type Splits interface {
+	// Position and Seek are the source's within the split it reads; a
+	// sharing source resumes with SeekSplit.
+	Seeker
 	// Share makes the source read only granted splits after its first.
 	// Call it before the first Next.
 	Share()
@@ -115,11 +120,12 @@ type Splits interface {
 	// one it reads and may still be granted one, and last is the newest
 	// split it holds: a grant for it is the next after last.
 	Wants() (last int, ok bool)
-	// Grant hands the source split k, or none (k < 0): Next then says
-	// io.EOF after the splits it holds. A grant the source does not want,
-	// or of a split not past last, changes nothing.
-	Grant(k int)
-	// NumSplits is how many splits the input has.
+	// Grant hands the source split k, or none (k < 0), in answer to a
+	// request after last: Next then says io.EOF after the splits it holds.
+	// A grant that answers another last (a stale or repeated one), or that
+	// the source does not want, changes nothing.
+	Grant(last, k int)
+	// NumSplits is how many splits the input has, at least its tasks.
 	NumSplits() int
 	// Held is the split being read and the one granted after it, -1 if
 	// none: with Position, what SeekSplit resumes from.
