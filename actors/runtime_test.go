@@ -246,6 +246,20 @@ func runTopology(t *testing.T, topo *Topology, cfg Config) *RunStats {
 	return st
 }
 
+// runTopologyErr runs topo on a fresh member, for at most 30 seconds, and
+// returns the error Run ends with.
+func runTopologyErr(t *testing.T, topo *Topology, cfg Config) error {
+	t.Helper()
+	rt, err := New(topo, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = rt.Run(ctx, startMember(t, rt), nil)
+	return err
+}
+
 // procFunc adapts a function to Processor.
 type procFunc func(t *Tuple, c *Collector)
 
@@ -461,14 +475,7 @@ func TestPanicsOutsideProcessEndTheRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt, err := New(topo, testConfig(1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_, err = rt.Run(ctx, startMember(t, rt), nil)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
+			if err := runTopologyErr(t, topo, testConfig(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run() = %v, want an error with %q", err, tc.want)
 			}
 		})

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -107,13 +106,7 @@ func TestRunRefusesMixedSharing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := New(topo, testConfig(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err = rt.Run(ctx, startMember(t, rt), nil)
+	err = runTopologyErr(t, topo, testConfig(1))
 	if want := "spout lines: task 1 shares its source's splits and task 0 does not"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Run = %v, want an error saying %q", err, want)
 	}
