@@ -725,7 +725,7 @@ func (r *reporter) grant(m *messages.SplitRequest) (split int32, err error) {
 		r.splits[m.FirstTask] = g
 	}
 	if g.splits != int32(m.Splits) { // a member with another build
-		return 0, fmt.Errorf("spout task %d's source has %d splits, its component's first asked for %d", m.Task, m.Splits, g.splits)
+		return 0, fmt.Errorf("spout task %d's split request: its source has %d splits, its component's first request said %d", m.Task, m.Splits, g.splits)
 	}
 	held, ok := g.held[m.Task]
 	if !ok {

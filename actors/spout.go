@@ -70,6 +70,7 @@ type spoutTask struct {
 	shares  source.Splits
 	asked   bool
 	starved bool
+	opened  bool // its source opened: reports say whether it shares
 }
 
 // maxEarly bounds the notifications a spout task keeps before it starts
@@ -380,7 +381,7 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 		s.finish()
 		return
 	}
-	s.src = src
+	s.src, s.opened = src, true
 	s.scope = s.task
 	if _, ok := src.(source.GlobalIDs); ok {
 		s.scope = s.env.topo.tasks[s.task].FirstTask
@@ -630,8 +631,6 @@ func (s *spoutTask) deadLetter(v tracker.Settled, payload string) {
 	s.src.Done(v.Root.ID)
 }
 
-// tick fails roots past their own deadline (their acker may be gone) and
-// reports progress.
 // askSplit asks the reporter for the next split while the source reads
 // one, so that it has it before it needs it.
 func (s *spoutTask) askSplit() {
@@ -670,9 +669,9 @@ func (s *spoutTask) granted(m *messages.SplitGrant) {
 	}
 }
 
-// tick expires overdue roots, flushes, reports, and asks again for a
-// split the source still wants: a request or its answer may have been
-// lost.
+// tick fails roots past their own deadline (their acker may be gone),
+// reports progress, and asks again for a split the source still wants: a
+// request or its answer may have been lost.
 func (s *spoutTask) tick() {
 	s.asked = false
 	s.askSplit()
@@ -702,7 +701,7 @@ func (s *spoutTask) report() {
 }
 
 func (s *spoutTask) snapshot() *messages.TaskReport {
-	r := &messages.TaskReport{Task: s.task, Done: s.done, Error: s.err, Total: s.total, Started: s.started, SharesSplits: s.shares != nil}
+	r := &messages.TaskReport{Task: s.task, Done: s.done, Error: s.err, Total: s.total, Started: s.opened, SharesSplits: s.shares != nil}
 	if s.col != nil {
 		r.Emitted = s.col.emitted
 	}
