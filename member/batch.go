@@ -214,10 +214,23 @@ func bar(done uint64, total int64) string {
 
 // writeAtomic writes path through a temporary file renamed over it, so
 // that it holds the previous contents until the new ones are whole; "" and
-// "-" are stdout.
+// "-" are stdout. A path that is no regular file (/dev/null, a named pipe,
+// a terminal) is written in place: a rename would put a file where the
+// device was, for the whole machine when run as root.
 func writeAtomic(path string, write func(io.Writer) error) error {
 	if path == "" || path == "-" {
 		return write(os.Stdout)
+	}
+	if special(path) {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -252,10 +265,20 @@ func checkWritable(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("%s: is a directory", path)
 	}
+	if special(path) { // opened only when written: a named pipe's reader may come later
+		return nil
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	_ = tmp.Close()
 	return os.Remove(tmp.Name())
+}
+
+// special says whether path exists and is not a regular file: a device,
+// a named pipe, a socket.
+func special(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.Mode().IsRegular() && !st.IsDir()
 }
