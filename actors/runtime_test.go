@@ -233,22 +233,15 @@ func sinkTopology(t *testing.T, lines []string, proc func(TaskInfo) (Processor, 
 // runTopology runs topo on a fresh member, for at most 30 seconds.
 func runTopology(t *testing.T, topo *Topology, cfg Config) *RunStats {
 	t.Helper()
-	rt, err := New(topo, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := rt.Run(ctx, startMember(t, rt), nil)
+	st, err := tryTopology(t, topo, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return st
 }
 
-// runTopologyErr runs topo on a fresh member, for at most 30 seconds, and
-// returns the error Run ends with.
-func runTopologyErr(t *testing.T, topo *Topology, cfg Config) error {
+// tryTopology is runTopology that returns the error Run ends with.
+func tryTopology(t *testing.T, topo *Topology, cfg Config) (*RunStats, error) {
 	t.Helper()
 	rt, err := New(topo, cfg)
 	if err != nil {
@@ -256,8 +249,7 @@ func runTopologyErr(t *testing.T, topo *Topology, cfg Config) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = rt.Run(ctx, startMember(t, rt), nil)
-	return err
+	return rt.Run(ctx, startMember(t, rt), nil)
 }
 
 // procFunc adapts a function to Processor.
@@ -475,7 +467,7 @@ func TestPanicsOutsideProcessEndTheRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := runTopologyErr(t, topo, testConfig(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := tryTopology(t, topo, testConfig(1)); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run() = %v, want an error with %q", err, tc.want)
 			}
 		})
