@@ -66,10 +66,10 @@ const evacuateWait = 10 * time.Second
 // Evacuate moves every grain of this member to the member that owns it
 // once this one is gone, waits until they have handed their state over,
 // and tells the other members (MemberEvacuated), which then look grains up
-// again rather than send here. The member passes on activation requests
-// and messages to the others from then on; call it just before leaving,
-// and leave some time for stragglers: once a member has left, the others
-// drop its messages.
+// again rather than send here, and waits until each has heard. The member
+// passes on activation requests and messages to the others from then on;
+// call it just before leaving, and leave some time for stragglers: once a
+// member has left, the others drop its messages.
 func Evacuate(c *pcluster.Cluster) {
 	p, ok := c.IdentityLookup.(*placement)
 	if !ok {
@@ -81,7 +81,33 @@ func Evacuate(c *pcluster.Cluster) {
 	case <-e.done:
 	case <-time.After(evacuateWait + time.Second):
 	}
-	c.MemberList.BroadcastEvent(&messages.MemberEvacuated{Address: c.ActorSystem.Address()}, true)
+	tellEvacuated(c, evacuateWait)
+}
+
+// tellEvacuated tells every member that this one evacuated, and waits
+// until each has heard it or wait has passed. A member that has not heard
+// when this one leaves the member list takes the leave for a death
+// (grain.Deaths), and its spout tasks replay every root in flight; a
+// message sent without waiting may sit behind the traffic this member
+// still passes on for longer than the leave's grace.
+func tellEvacuated(c *pcluster.Cluster, wait time.Duration) {
+	self := c.ActorSystem.Address()
+	m := &messages.MemberEvacuated{Address: self}
+	var asked []*actor.Future
+	var to []string
+	for _, mb := range c.MemberList.Members().Members() {
+		if a := mb.Address(); a != self {
+			asked = append(asked, c.ActorSystem.Root.RequestFuture(actor.NewPID(a, placementActorName), m, wait))
+			to = append(to, a)
+		}
+	}
+	c.ActorSystem.EventStream.Publish(m)
+	for i, f := range asked {
+		if _, err := f.Result(); err != nil {
+			c.Logger().Warn("placement: a member did not confirm the evacuation; it may take the leave for a death",
+				slog.String("member", to[i]), slog.Any("error", err))
+		}
+	}
 }
 
 func (p *placement) Setup(c *pcluster.Cluster, _ []string, _ bool) {
@@ -377,6 +403,9 @@ func (a *placementActor) Receive(ctx actor.Context) {
 		a.rebalance(ctx, m)
 	case *evacuate:
 		a.evacuate(ctx, m)
+	case *messages.MemberEvacuated: // from a member that leaves (tellEvacuated)
+		ctx.ActorSystem().EventStream.Publish(m)
+		ctx.Respond(m)
 	case *actor.Stopping:
 		for _, g := range a.grains {
 			if g.movedTo == "" { // forwarders pass messages on until the member's endpoint closes

@@ -517,3 +517,28 @@ func TestPlacementOtherJobGetsNoGrain(t *testing.T) {
 		t.Fatalf("the member with another job holds %d of the job's grains, want 0", n)
 	}
 }
+
+// TestEvacuateTellsEveryMember: when Evacuate returns, every other member
+// has heard that the member evacuated, so none takes its leave for a
+// death (grain.Deaths: its spout tasks would replay every root in flight).
+func TestEvacuateTellsEveryMember(t *testing.T) {
+	p := newProbes(t)
+	leaver, b, c := p.start(""), p.start(""), p.start("")
+	for deadline := time.Now().Add(10 * time.Second); b.MemberList.Members().Len() != 3 || leaver.MemberList.Members().Len() != 3; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("members did not see each other")
+		}
+	}
+	addr := leaver.ActorSystem.Address()
+	for _, m := range []*pcluster.Cluster{b, c} {
+		if !m.IdentityLookup.(grain.Deaths).Died(addr) {
+			t.Fatalf("%s takes %s for evacuated before it evacuated", m.ActorSystem.Address(), addr)
+		}
+	}
+	Evacuate(leaver)
+	for _, m := range []*pcluster.Cluster{b, c} {
+		if m.IdentityLookup.(grain.Deaths).Died(addr) {
+			t.Errorf("%s had not heard of the evacuation when Evacuate returned", m.ActorSystem.Address())
+		}
+	}
+}
