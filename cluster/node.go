@@ -349,6 +349,9 @@ const leaveGrace = 2 * time.Second
 func Leave(c *pcluster.Cluster, grace time.Duration) {
 	Evacuate(c)
 	time.Sleep(grace) // stragglers pass through while the others still take our messages
+	if p, ok := c.IdentityLookup.(*placement); ok {
+		p.tellEvacuated(evacuateWait) // the members that joined meanwhile
+	}
 	if err := c.Config.ClusterProvider.Shutdown(true); err != nil {
 		c.Logger().Warn("leaving: the provider", slog.Any("error", err))
 	}

@@ -53,6 +53,7 @@ type placement struct {
 	members   []*pcluster.Member   // as of the last topology
 	gone      map[string]bool      // members that evacuated and are leaving
 	evacuated map[string]time.Time // members that evacuated, kept a while after they left
+	told      map[string]bool      // the members that heard this one evacuated (nil: it has not)
 	diedAt    time.Time            // when a member last left without evacuating
 }
 
@@ -81,31 +82,86 @@ func Evacuate(c *pcluster.Cluster) {
 	case <-e.done:
 	case <-time.After(evacuateWait + time.Second):
 	}
-	tellEvacuated(c, evacuateWait)
+	p.tellEvacuated(evacuateWait)
 }
 
-// tellEvacuated tells every member that this one evacuated, and waits
-// until each has heard it or wait has passed. A member that has not heard
-// when this one leaves the member list takes the leave for a death
-// (grain.Deaths), and its spout tasks replay every root in flight; a
-// message sent without waiting may sit behind the traffic this member
-// still passes on for longer than the leave's grace.
-func tellEvacuated(c *pcluster.Cluster, wait time.Duration) {
+// tellEvacuated tells every member that has not heard yet that this one
+// evacuated, and waits until each has heard it or wait has passed. A
+// member that has not heard when this one leaves the member list takes the
+// leave for a death (grain.Deaths), and its spout tasks replay every root
+// in flight; a message sent without waiting may sit behind the traffic
+// this member still passes on for longer than the leave's grace. Leave
+// calls it again just before the provider learns of the leave, for the
+// members that joined meanwhile.
+func (p *placement) tellEvacuated(wait time.Duration) {
+	c := p.c
 	self := c.ActorSystem.Address()
 	m := &messages.MemberEvacuated{Address: self}
 	var asked []*actor.Future
 	var to []string
+	p.mu.Lock()
+	first := p.told == nil
+	if first {
+		p.told = map[string]bool{}
+	}
 	for _, mb := range c.MemberList.Members().Members() {
-		if a := mb.Address(); a != self {
+		if a := mb.Address(); a != self && !p.told[a] {
 			asked = append(asked, c.ActorSystem.Root.RequestFuture(actor.NewPID(a, placementActorName), m, wait))
 			to = append(to, a)
 		}
 	}
-	c.ActorSystem.EventStream.Publish(m)
+	p.mu.Unlock()
+	if first {
+		c.ActorSystem.EventStream.Publish(m)
+	}
+	p.await(asked, to)
+}
+
+// await waits for the answers to tellEvacuated's requests, and stops
+// waiting for members that leave meanwhile: a member that has gone does
+// not answer, and needs no telling.
+func (p *placement) await(asked []*actor.Future, to []string) {
+	type answer struct {
+		i   int
+		err error
+	}
+	answers := make(chan answer, len(asked))
 	for i, f := range asked {
-		if _, err := f.Result(); err != nil {
-			c.Logger().Warn("placement: a member did not confirm the evacuation; it may take the leave for a death",
-				slog.String("member", to[i]), slog.Any("error", err))
+		go func() {
+			_, err := f.Result()
+			answers <- answer{i, err}
+		}()
+	}
+	open := make([]bool, len(asked))
+	for i := range open {
+		open[i] = true
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for n := len(asked); n > 0; {
+		select {
+		case a := <-answers:
+			open[a.i], n = false, n-1
+			if a.err != nil {
+				p.c.Logger().Warn("placement: a member did not confirm the evacuation; it may take the leave for a death",
+					slog.String("member", to[a.i]), slog.Any("error", a.err))
+				continue
+			}
+			p.mu.Lock()
+			p.told[to[a.i]] = true
+			p.mu.Unlock()
+		case <-tick.C:
+			members := map[string]bool{}
+			for _, m := range p.c.MemberList.Members().Members() {
+				members[m.Address()] = true
+			}
+			gone := true
+			for i, o := range open {
+				gone = gone && (!o || !members[to[i]])
+			}
+			if gone {
+				return
+			}
 		}
 	}
 }
@@ -403,7 +459,7 @@ func (a *placementActor) Receive(ctx actor.Context) {
 		a.rebalance(ctx, m)
 	case *evacuate:
 		a.evacuate(ctx, m)
-	case *messages.MemberEvacuated: // from a member that leaves (tellEvacuated)
+	case *messages.MemberEvacuated: // from a member that leaves (placement.tellEvacuated)
 		ctx.ActorSystem().EventStream.Publish(m)
 		ctx.Respond(m)
 	case *actor.Stopping:

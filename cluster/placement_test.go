@@ -520,7 +520,8 @@ func TestPlacementOtherJobGetsNoGrain(t *testing.T) {
 
 // TestEvacuateTellsEveryMember: when Evacuate returns, every other member
 // has heard that the member evacuated, so none takes its leave for a
-// death (grain.Deaths: its spout tasks would replay every root in flight).
+// death (grain.Deaths: its spout tasks would replay every root in flight);
+// so has one that joins after.
 func TestEvacuateTellsEveryMember(t *testing.T) {
 	p := newProbes(t)
 	leaver, b, c := p.start(""), p.start(""), p.start("")
@@ -540,5 +541,17 @@ func TestEvacuateTellsEveryMember(t *testing.T) {
 		if m.IdentityLookup.(grain.Deaths).Died(addr) {
 			t.Errorf("%s had not heard of the evacuation when Evacuate returned", m.ActorSystem.Address())
 		}
+	}
+	// A member that joins while the leaver waits out its grace hears it
+	// before the provider learns of the leave (Leave tells it).
+	joiner := p.start("")
+	for deadline := time.Now().Add(10 * time.Second); leaver.MemberList.Members().Len() != 4; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the leaver did not see the member that joined")
+		}
+	}
+	leaver.IdentityLookup.(*placement).tellEvacuated(evacuateWait)
+	if joiner.IdentityLookup.(grain.Deaths).Died(addr) {
+		t.Errorf("the member that joined had not heard of the evacuation")
 	}
 }
