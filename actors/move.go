@@ -42,7 +42,7 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 		return true
 	case actor.SystemMessage, actor.AutoReceiveMessage, *cluster.ClusterInit, *grain.Moved:
 		return false
-	case *pull, *spoutTick, *rotate, *flushOut, *flushAcks, *reportNow, *stateLate:
+	case *pull, *spoutTick, *startHeld, *rotate, *flushOut, *flushAcks, *reportNow, *stateLate:
 		// The old activation's messages to itself: the new one keeps its
 		// own timers, move flushed what a flush would send, and these
 		// cannot cross to another member.

@@ -2,10 +2,13 @@ package actors
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/acktor/acktor/cluster/grain"
 	"github.com/acktor/acktor/messages"
 )
 
@@ -28,7 +31,7 @@ func TestForwarderDropsTimers(t *testing.T) {
 		msg     any
 		forward bool
 	}{
-		{&pull{}, false}, {&spoutTick{}, false}, {&rotate{}, false}, {&flushOut{}, false},
+		{&pull{}, false}, {&spoutTick{}, false}, {&startHeld{}, false}, {&rotate{}, false}, {&flushOut{}, false},
 		{&flushAcks{}, false}, {&reportNow{}, false}, {&stateLate{}, false}, {&claimed{}, false},
 		{&messages.StandbyApplied{}, false}, {&standbyFound{}, false},
 		{&messages.TupleBatch{}, true}, {&messages.AckBatch{}, true}, {&messages.Completed{}, true},
@@ -40,4 +43,52 @@ func TestForwarderDropsTimers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTakeOverHoldsCheckpointStart: an activation that takes over a moved
+// spout task holds a start from a checkpoint (the run sends every spout
+// task one for a while after a member left) until the state its earlier
+// activation handed over comes, and starts from that; without it, it
+// starts from the held one when the wait is over. An activation that
+// takes over nothing starts from a checkpoint at once.
+func TestTakeOverHoldsCheckpointStart(t *testing.T) {
+	checkpoint := &messages.StartSpout{State: &messages.SpoutState{Checkpoint: true, Report: &messages.TaskReport{Emitted: 3}}}
+	handed := &messages.StartSpout{State: &messages.SpoutState{Report: &messages.TaskReport{Emitted: 7}}}
+	for _, tc := range []struct {
+		name    string
+		msgs    []any
+		started bool
+		emitted uint64
+	}{
+		{"handed over after a checkpoint", []any{&grain.Incoming{}, checkpoint, handed}, true, 7},
+		{"handed over first", []any{&grain.Incoming{}, handed, checkpoint}, true, 7},
+		{"checkpoint held", []any{&grain.Incoming{}, checkpoint}, false, 0},
+		{"handover late", []any{&grain.Incoming{}, checkpoint, &startHeld{}, handed}, true, 3},
+		{"no state held", []any{&grain.Incoming{}, &messages.StartSpout{}}, false, 0},
+		{"no takeover", []any{checkpoint, handed}, true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ctx := spoutTaskOutside(t)
+			for _, m := range tc.msgs {
+				ctx.msg = m
+				s.Receive(ctx)
+			}
+			if s.started != tc.started || s.col.emitted != tc.emitted {
+				t.Fatalf("started %v with %d emitted, want %v with %d", s.started, s.col.emitted, tc.started, tc.emitted)
+			}
+		})
+	}
+}
+
+// spoutTaskOutside is a spout task's actor outside a cluster, over a
+// source that has nothing, and a context to hand it messages with.
+func spoutTaskOutside(t *testing.T) (*spoutTask, *taskContext) {
+	t.Helper()
+	topo, _ := oneCounter(t, CounterOptions{Value: -1})
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}))
+	s := &spoutTask{env: newEnv(topo, DefaultConfig(), quietLog()), info: topo.taskInfo(0)}
+	s.setup(sys.Root, sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})))
+	return s, &taskContext{sys: sys, self: s.self}
 }

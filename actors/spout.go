@@ -19,11 +19,17 @@ import (
 	"github.com/acktor/acktor/tracker"
 )
 
-// pull and spoutTick are the spout's messages to itself.
+// pull, spoutTick and startHeld are the spout's messages to itself.
 type (
 	pull      struct{}
 	spoutTick struct{}
+	startHeld struct{}
 )
+
+// handoverWait is how long an activation that takes over a moved spout
+// task holds a start from a checkpoint, waiting for the state its earlier
+// activation hands over (which waits as long for the run to take it).
+const handoverWait = 5 * time.Second
 
 // spoutTask pulls roots from its source, emits them, and replays failures;
 // which root is in flight until when, and which acker hears of it, its
@@ -71,7 +77,23 @@ type spoutTask struct {
 	asked   bool
 	starved bool
 	opened  bool // its source opened: reports say whether it shares
+	// incoming says the activation takes over a moved task (grain.Incoming
+	// came first, or a claim moves it here); heldStart is a start from a
+	// checkpoint it holds until the state handed over comes, or
+	// handoverWait has passed (holdStart); claim is its claim's progress.
+	incoming  bool
+	heldStart *messages.StartSpout
+	claim     claimState
 }
+
+// claimState is where a spout task's claim stands (spoutTask.claimFirst).
+type claimState uint8
+
+const (
+	noClaim claimState = iota
+	claiming
+	claimDone
+)
 
 // maxEarly bounds the notifications a spout task keeps before it starts
 // (a moved task's new activation hears from ackers before its state comes).
@@ -92,7 +114,20 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 			return
 		}
-		s.start(m)
+		if !s.holdStart(m) {
+			s.start(m)
+		}
+	case *grain.Incoming:
+		s.incoming = true
+	case *claimed:
+		s.claimedBy(m)
+	case *startHeld:
+		if m := s.heldStart; m != nil && !s.started {
+			s.env.log.Warnf("spout %s/%d: the state of its earlier activation did not come within %v; starting from its checkpoint",
+				s.info.Component, s.info.Index, handoverWait)
+			s.start(m)
+		}
+		s.heldStart, s.incoming = nil, false
 	case *pull:
 		s.pull(true)
 	case *spoutTick:
@@ -158,13 +193,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 	}
 	s.task, s.info = task, s.env.topo.taskInfo(task)
 	s.res = newResolver(ctx, s.env, m.Cluster)
-	s.root = ctx.ActorSystem().Root
-	s.self = ctx.Self()
-	s.core = tracker.NewSpout(tracker.SpoutConfig{Task: task, MaxPending: s.env.cfg.MaxPending, MaxReplays: s.env.cfg.MaxReplays,
-		BatchSize: s.env.cfg.BatchSize, MaxEarly: maxEarly, Deadline: int64(s.env.cfg.spoutDeadline()),
-		Draw: randomSeq, Track: s.env.recycle.track, Untracked: !s.env.tracking(), IdleWait: s.env.cfg.idleWait()})
-	s.col = newCollector(s.env, task, s.sendTuples, nil, nil)
-	s.col.local = func(t uint32) bool { return s.res.local(s.env, t) }
+	s.setup(ctx.ActorSystem().Root, ctx.Self())
 	c, self, root := m.Cluster, ctx.Self(), ctx.ActorSystem().Root
 	deaths, ok := c.IdentityLookup.(grain.Deaths)
 	if !ok {
@@ -187,6 +216,87 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 		}
 	})
 	s.unsubscribe = func() { c.ActorSystem.EventStream.Unsubscribe(sub) }
+}
+
+// setup makes the task's core and collector.
+func (s *spoutTask) setup(root *actor.RootContext, self *actor.PID) {
+	s.root, s.self = root, self
+	s.core = tracker.NewSpout(tracker.SpoutConfig{Task: s.task, MaxPending: s.env.cfg.MaxPending, MaxReplays: s.env.cfg.MaxReplays,
+		BatchSize: s.env.cfg.BatchSize, MaxEarly: maxEarly, Deadline: int64(s.env.cfg.spoutDeadline()),
+		Draw: randomSeq, Track: s.env.recycle.track, Untracked: !s.env.tracking(), IdleWait: s.env.cfg.idleWait()})
+	s.col = newCollector(s.env, s.task, s.sendTuples, nil, nil)
+	s.col.local = func(t uint32) bool { return s.res.local(s.env, t) }
+}
+
+// holdStart holds a start from a checkpoint (or from no state) that comes
+// to an activation taking over a moved task before the state its earlier
+// activation handed over: the run sends every spout task such a start for
+// a while after a member left, and taken first it would replay the roots
+// in flight at the checkpoint and read again what was read since. The
+// start with the handed-over state follows; should it not come within
+// handoverWait (the earlier activation died while it moved), the latest
+// held start is taken then. An activation that a call made, not a move,
+// first claims the task from the member that held it before this one
+// joined (claimFirst), holding the start meanwhile. It says whether it
+// held m.
+func (s *spoutTask) holdStart(m *messages.StartSpout) bool {
+	switch {
+	case s.started || (m.State != nil && !m.State.Checkpoint):
+		return false
+	case !s.incoming && (m.State == nil || !s.claimFirst()):
+		return false
+	}
+	if s.heldStart == nil {
+		scheduler.NewTimerScheduler(s.root).SendOnce(handoverWait, s.self, &startHeld{})
+	}
+	s.heldStart = m
+	return true
+}
+
+// claimFirst asks, aside, whether the member that held the task before
+// this one joined holds it still, and has it move here (Incoming and its
+// state follow); it says whether the start must wait for the answer. The
+// members that know of a join ask the member that joined for the task
+// before the task's old member moves it there, and the run's start after
+// a member left may be the first to come.
+func (s *spoutTask) claimFirst() bool {
+	if s.claim != noClaim {
+		return s.claim == claiming
+	}
+	s.claim = claimDone
+	if s.res.c == nil {
+		return false
+	}
+	cl, ok := s.res.c.IdentityLookup.(grain.Claimer)
+	id := s.env.topo.identity(s.task)
+	if !ok || cl.Predecessor(KindSpout, id) == "" {
+		return false // a cluster of one: no other member held it
+	}
+	s.claim = claiming
+	self, root := s.self, s.root
+	go func() {
+		moving, err := cl.Claim(KindSpout, id)
+		root.Send(self, &claimed{moving: moving, err: err})
+	}()
+	return true
+}
+
+// claimedBy takes the held start once the claim found no other
+// activation; when one moves here, its state comes instead. Without an
+// answer the start waits out handoverWait.
+func (s *spoutTask) claimedBy(m *claimed) {
+	s.claim = claimDone
+	switch {
+	case m.err != nil:
+		s.env.log.WithError(m.err).Warnf("spout %s/%d: no answer from the member that held it before; waiting for its state at most %v",
+			s.info.Component, s.info.Index, handoverWait)
+	case m.moving:
+		s.incoming = true
+	case !s.incoming && !s.started && s.heldStart != nil:
+		held := s.heldStart
+		s.heldStart = nil
+		s.start(held)
+	}
 }
 
 // memberDied tells a spout task that a member died (left without handing
