@@ -117,6 +117,8 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		}
 	case *messages.StandbyApplied:
 		p.applied(m)
+	case *actor.DeadLetterResponse: // only batches to the standby name the task their sender
+		p.standbyLost()
 	case *standbyFound:
 		p.found(m)
 	case *flushAcks:

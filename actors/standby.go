@@ -293,7 +293,7 @@ func (p *processorTask) found(m *standbyFound) {
 func (p *processorTask) sync(pid *actor.PID) {
 	p.rep.pid, p.rep.synced = pid, false
 	if !p.live(pid.Address) { // gone, or not yet seen: a part would wait for nothing
-		p.rep.retryAt = p.env.now().Add(syncRetry)
+		p.rep.retryAt, p.rep.epoch = p.env.now().Add(syncRetry), ^uint64(0) // and look it up again
 		return
 	}
 	p.root.Send(pid, &messages.StandbyReset{})
@@ -307,8 +307,8 @@ func (p *processorTask) sync(pid *actor.PID) {
 			ok = false
 		}
 	})
-	if !ok {
-		p.rep.retryAt = p.env.now().Add(syncRetry)
+	if !ok { // it may have moved: look it up again too
+		p.rep.retryAt, p.rep.epoch = p.env.now().Add(syncRetry), ^uint64(0)
 		return
 	}
 	p.rep.synced, p.rep.syncedAt = true, p.rep.seq
@@ -344,6 +344,21 @@ func (p *processorTask) applied(m *messages.StandbyApplied) {
 		return
 	}
 	p.releaseHeld(m.Seq)
+}
+
+// standbyLost hears that a batch found no standby where the task sends
+// them: it moved (the runner-up changed) or its member left. The task
+// looks it up again now rather than at the next change of the membership:
+// the acks it holds wait for a standby that has its state.
+func (p *processorTask) standbyLost() {
+	rep := p.rep
+	if rep == nil || rep.pid == nil || !rep.synced {
+		return // a sync or a lookup is under way or due
+	}
+	rep.synced, rep.epoch = false, ^uint64(0)
+	if p.res.c != nil {
+		p.standby()
+	}
 }
 
 // releaseHeld sends the acks of the batches up to seq.

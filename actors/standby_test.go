@@ -81,3 +81,30 @@ func TestStandbyRefusesCorruptState(t *testing.T) {
 		t.Fatalf("the standby answers\n%v\nthe task\n%v", got, want)
 	}
 }
+
+// TestStandbyLostLooksItUpAgain: a batch that finds no standby (it moved,
+// or its member left) makes the counter task look its standby up again
+// and sync it, rather than hold its acks until the membership changes
+// again; a task without a synced standby has a sync due already.
+func TestStandbyLostLooksItUpAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rep    replica
+		synced bool
+		epoch  uint64
+	}{
+		{"synced", replica{pid: actor.NewPID("127.0.0.1:1", "standby"), synced: true, epoch: 5}, false, ^uint64(0)},
+		{"sync due", replica{pid: actor.NewPID("127.0.0.1:1", "standby"), epoch: 5}, false, 5},
+		{"none yet", replica{epoch: 5}, false, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ctx := counterTask(t)
+			rep := tc.rep
+			p.rep = &rep
+			ctx.give(p, &actor.DeadLetterResponse{})
+			if p.rep.synced != tc.synced || p.rep.epoch != tc.epoch {
+				t.Fatalf("synced %v at epoch %d, want %v at %d", p.rep.synced, p.rep.epoch, tc.synced, tc.epoch)
+			}
+		})
+	}
+}
