@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -398,24 +399,41 @@ func (p *placement) Predecessor(kind, identity string) string {
 // claimWait bounds a claim's round trip: the grain's input waits for it.
 const claimWait = 2 * time.Second
 
-// Claim implements grain.Claimer: it asks the member that owns identity
-// when this one is left out, which held it before this one joined. A
-// member that does not answer and has left the cluster since holds none.
+// Claim implements grain.Claimer: it asks every other member that hosts
+// kind, since the one that holds the grain need not be the Predecessor
+// when several members came and went. A member that does not answer and
+// has left the cluster since holds none.
 func (p *placement) Claim(kind, identity string) (bool, error) {
-	prev := p.Predecessor(kind, identity)
-	if prev == "" {
-		return false, nil
+	r, self := p.rdv.Load(), p.c.ActorSystem.Address()
+	base, _ := grain.StandbyOf(kind)
+	type asked struct {
+		addr string
+		f    *actor.Future
 	}
-	res, err := p.c.ActorSystem.Root.RequestFuture(actor.NewPID(prev, placementActorName),
-		&pcluster.ActivationRequest{ClusterIdentity: pcluster.NewClusterIdentity(identity, kind), RequestId: grain.ClaimRequest}, claimWait).Result()
-	switch {
-	case err != nil && !p.rdv.Load().has(prev): // it left meanwhile (died): it holds nothing now
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("claiming %s from %s: %w", identity, prev, err)
+	var all []asked
+	for _, m := range r.members {
+		if m.addr != self && hasKind(m.kinds, base) {
+			all = append(all, asked{m.addr, p.c.ActorSystem.Root.RequestFuture(actor.NewPID(m.addr, placementActorName),
+				&pcluster.ActivationRequest{ClusterIdentity: pcluster.NewClusterIdentity(identity, kind), RequestId: grain.ClaimRequest}, claimWait)})
+		}
 	}
-	r, ok := res.(*pcluster.ActivationResponse)
-	return ok && r.Pid != nil, nil
+	moving := false
+	var errs []error
+	for _, a := range all {
+		res, err := a.f.Result()
+		switch {
+		case err != nil && !p.rdv.Load().has(a.addr): // it left meanwhile (died): it holds nothing now
+		case err != nil:
+			errs = append(errs, fmt.Errorf("claiming %s from %s: %w", identity, a.addr, err))
+		default:
+			r, ok := res.(*pcluster.ActivationResponse)
+			moving = moving || ok && r.Pid != nil
+		}
+	}
+	if moving {
+		return true, nil
+	}
+	return false, errors.Join(errs...)
 }
 
 func hasKind(kinds []string, k string) bool {

@@ -50,10 +50,11 @@ type Claimer interface {
 	// one not in the cluster: the one to claim it from; "" when there is
 	// none (a cluster of one), and then nothing to wait for.
 	Predecessor(kind, identity string) string
-	// Claim asks the Predecessor to move its activation here; true when it
-	// holds one, which then moves (Incoming and its state follow); false
-	// when it holds none or there is no such member. It blocks for a
-	// round trip.
+	// Claim asks the other members (the Predecessor among them, though
+	// after several joins and leaves another may hold it) to move their
+	// activation here; true when one holds one, which then moves
+	// (Incoming and its state follow); false when none holds one or there
+	// is no other member. It blocks for a round trip.
 	Claim(kind, identity string) (bool, error)
 }
 
