@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -184,5 +185,54 @@ func TestProcessorHoldsAcksOverFewBatches(t *testing.T) {
 	ctx.give(p, batch(ackHoldBatches+2))
 	if !p.hold.queued {
 		t.Fatal("the batch after a flushAcks queued none")
+	}
+}
+
+// TestMoveFindsTheNewActivationAgain: a counter task's window whose first
+// part finds no activation where the task moved (it went away meanwhile)
+// goes to the activation the placement gives on a second try, whole, and
+// the task's input follows it there.
+func TestMoveFindsTheNewActivationAgain(t *testing.T) {
+	p, ctx := counterTask(t)
+	pane := int64(time.Hour)
+	ctx.give(p, &messages.CounterState{Panes: []int64{pane, pane}, Keys: []string{"z1", "z2"}, Counts: []uint64{1, 2}, Sums: []int64{1, 2}, Last: true})
+	gone := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	if err := ctx.sys.Root.StopFuture(gone).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	to := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch m := c.Message().(type) {
+		case *messages.CounterState:
+			got = append(got, fmt.Sprintf("state %d keys", len(m.Keys)))
+			c.Respond(&messages.CounterState{})
+		case *messages.ProcessorState:
+			got = append(got, "processor state")
+		}
+	}))
+	activations := []*actor.PID{gone, to}
+	ctx.give(p, &grain.Moved{Activate: func() (*actor.PID, error) {
+		pid := activations[0]
+		activations = activations[1:]
+		return pid, nil
+	}})
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"state 2 keys", "processor state"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the new activation heard %v, want %v", got, want)
+	}
+	if !p.fwd.to.Equal(to) {
+		t.Fatalf("the moved task forwards to %v, want %v", p.fwd.to, to)
 	}
 }

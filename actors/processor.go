@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -250,12 +251,8 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 	if p.rep != nil { // the state goes to the new activation
 		p.releaseHeld(p.rep.seq)
 	}
-	if c, ok := p.user.(counted); ok { // one part at a time: a remote batch carries at most one
-		c.counter().export(counterStateBytes, func(st *messages.CounterState) {
-			if _, err := p.root.RequestFuture(f.to, st, 10*time.Second).Result(); err != nil {
-				p.env.log.WithError(err).Errorf("counter %s/%d: handing its window to its new member", p.info.Component, p.info.Index)
-			}
-		})
+	if c, ok := p.user.(counted); ok {
+		p.handWindow(c.counter(), m, f)
 	}
 	st := &messages.ProcessorState{Finished: p.finished, Processed: p.st.Processed, Reporter: p.reporter}
 	for t := range p.drained {
@@ -269,6 +266,46 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 	p.fwd = f
 	if m.Done != nil {
 		m.Done()
+	}
+}
+
+// handWindow sends a counter's window to its new activation, one part at
+// a time (a remote batch carries at most one). A first part that finds no
+// activation there (its member left meanwhile, or it moved on and
+// stopped) reached nobody: the window goes to the activation the
+// placement gives now instead, up to moveTries times, and so does what
+// follows it (f.to). Once a part is in, the others go there whatever
+// befalls one of them: the parts carry no offsets, and one taken twice
+// would count twice.
+func (p *processorTask) handWindow(k *Counter, m *grain.Moved, f *forwarder) {
+	for try := 1; ; try++ {
+		in, lost := 0, false
+		k.export(counterStateBytes, func(st *messages.CounterState) {
+			if lost {
+				return
+			}
+			_, err := p.root.RequestFuture(f.to, st, 10*time.Second).Result()
+			switch {
+			case err == nil:
+				in++
+			case in == 0 && errors.Is(err, actor.ErrDeadLetter):
+				lost = true
+			default:
+				in++ // it may have come in late
+				p.env.log.WithError(err).Errorf("counter %s/%d: handing its window to its new member", p.info.Component, p.info.Index)
+			}
+		})
+		if !lost {
+			return
+		}
+		if try == moveTries {
+			p.env.log.Errorf("counter %s/%d: its new activation went away %d times; its window is lost", p.info.Component, p.info.Index, moveTries)
+			return
+		}
+		time.Sleep(moveRetry)
+		if to, err := m.Activate(); err == nil && to != nil {
+			f.to = to
+		}
 	}
 }
 
