@@ -5,11 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/acktor/acktor/cluster/grain"
 	"github.com/acktor/acktor/messages"
+	"github.com/acktor/acktor/source"
 )
 
 // stubContext is the part of actor.Context a forwarder uses.
@@ -54,18 +56,22 @@ func TestForwarderDropsTimers(t *testing.T) {
 func TestTakeOverHoldsCheckpointStart(t *testing.T) {
 	checkpoint := &messages.StartSpout{State: &messages.SpoutState{Checkpoint: true, Report: &messages.TaskReport{Emitted: 3}}}
 	handed := &messages.StartSpout{State: &messages.SpoutState{Report: &messages.TaskReport{Emitted: 7}}}
+	stopped := &messages.StartSpout{Stop: true, State: &messages.SpoutState{Checkpoint: true, Report: &messages.TaskReport{Emitted: 3}}}
 	for _, tc := range []struct {
 		name    string
 		msgs    []any
 		started bool
 		emitted uint64
+		ended   bool // it reads no more: a start said Stop
 	}{
-		{"handed over after a checkpoint", []any{&grain.Incoming{}, checkpoint, handed}, true, 7},
-		{"handed over first", []any{&grain.Incoming{}, handed, checkpoint}, true, 7},
-		{"checkpoint held", []any{&grain.Incoming{}, checkpoint}, false, 0},
-		{"handover late", []any{&grain.Incoming{}, checkpoint, &startHeld{}, handed}, true, 3},
-		{"no state held", []any{&grain.Incoming{}, &messages.StartSpout{}}, false, 0},
-		{"no takeover", []any{checkpoint, handed}, true, 3},
+		{"handed over after a checkpoint", []any{&grain.Incoming{}, checkpoint, handed}, true, 7, false},
+		{"handed over first", []any{&grain.Incoming{}, handed, checkpoint}, true, 7, false},
+		{"checkpoint held", []any{&grain.Incoming{}, checkpoint}, false, 0, false},
+		{"handover late", []any{&grain.Incoming{}, checkpoint, &startHeld{}, handed}, true, 3, false},
+		{"no state held", []any{&grain.Incoming{}, &messages.StartSpout{}}, false, 0, false},
+		{"no takeover", []any{checkpoint, handed}, true, 3, false},
+		{"a held stop stays", []any{&grain.Incoming{}, stopped, handed}, true, 7, true},
+		{"a stop after a held one stays", []any{&grain.Incoming{}, stopped, checkpoint, &startHeld{}}, true, 3, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ctx := spoutTaskOutside(t)
@@ -73,18 +79,52 @@ func TestTakeOverHoldsCheckpointStart(t *testing.T) {
 				ctx.msg = m
 				s.Receive(ctx)
 			}
-			if s.started != tc.started || s.col.emitted != tc.emitted {
-				t.Fatalf("started %v with %d emitted, want %v with %d", s.started, s.col.emitted, tc.started, tc.emitted)
+			if s.started != tc.started || s.col.emitted != tc.emitted || s.core.Ended() != tc.ended {
+				t.Fatalf("started %v with %d emitted, ended %v; want %v with %d, ended %v",
+					s.started, s.col.emitted, s.core.Ended(), tc.started, tc.emitted, tc.ended)
 			}
 		})
 	}
 }
 
+// TestMoveHandsOnAHeldStart: an activation that holds a start and moves
+// before the state it waits for came sends the start on to its new
+// activation, which would otherwise wait for a start that never comes.
+func TestMoveHandsOnAHeldStart(t *testing.T) {
+	s, ctx := spoutTaskOutside(t)
+	got := make(chan *messages.StartSpout, 1)
+	to := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*messages.StartSpout); ok {
+			got <- m
+		}
+	}))
+	stopped := &messages.StartSpout{Stop: true, State: &messages.SpoutState{Checkpoint: true}}
+	for _, m := range []any{&grain.Incoming{}, stopped, &messages.StartSpout{State: &messages.SpoutState{Checkpoint: true}},
+		&grain.Moved{Activate: func() (*actor.PID, error) { return to, nil }}} {
+		ctx.msg = m
+		s.Receive(ctx)
+	}
+	select {
+	case m := <-got:
+		if !m.Stop || !m.State.GetCheckpoint() {
+			t.Fatalf("the new activation got %v, want the held checkpoint start with Stop", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new activation got no start")
+	}
+}
+
 // spoutTaskOutside is a spout task's actor outside a cluster, over a
-// source that has nothing, and a context to hand it messages with.
+// source that has nothing yet, and a context to hand it messages with.
 func spoutTaskOutside(t *testing.T) (*spoutTask, *taskContext) {
 	t.Helper()
-	topo, _ := oneCounter(t, CounterOptions{Value: -1})
+	var b Builder
+	b.Spout("s", 1, func(int, int) (source.Source, error) { return waitingSource{}, nil })
+	b.Processor("p", 1, nopProc).Shuffle("s")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
@@ -92,3 +132,8 @@ func spoutTaskOutside(t *testing.T) (*spoutTask, *taskContext) {
 	s.setup(sys.Root, sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})))
 	return s, &taskContext{sys: sys, self: s.self}
 }
+
+// waitingSource has no root yet, and never will.
+type waitingSource struct{ idleSource }
+
+func (waitingSource) Next() (source.Root, error) { return source.Root{}, source.ErrNotReady }

@@ -303,9 +303,12 @@ func (p *processorTask) handWindow(k *Counter, m *grain.Moved, f *forwarder) {
 			return
 		}
 		time.Sleep(moveRetry)
-		if to, err := m.Activate(); err == nil && to != nil {
-			f.to = to
+		to, err := m.Activate()
+		if err != nil || to == nil { // the member it moves to is gone too
+			p.env.log.WithError(err).Errorf("counter %s/%d: its new activation went away, and none came in its place; its window is lost", p.info.Component, p.info.Index)
+			return
 		}
+		f.to = to
 	}
 }
 

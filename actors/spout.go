@@ -84,6 +84,7 @@ type spoutTask struct {
 	incoming  bool
 	heldStart *messages.StartSpout
 	claim     claimState
+	stopAsked bool // a start said Stop: a later one without it must not undo that
 }
 
 // claimState is where a spout task's claim stands (spoutTask.claimFirst).
@@ -114,6 +115,7 @@ func (s *spoutTask) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 			return
 		}
+		s.stopAsked = s.stopAsked || m.Stop
 		if !s.holdStart(m) {
 			s.start(m)
 		}
@@ -366,6 +368,12 @@ func (s *spoutTask) move(ctx actor.Context, m *grain.Moved) {
 			s.root.Send(f.to, e)
 		}
 	}
+	if !s.started && s.heldStart != nil { // the new activation holds it in turn
+		held := s.heldStart
+		held.Stop = held.Stop || s.stopAsked
+		s.root.Send(f.to, held)
+		s.heldStart = nil
+	}
 	s.fwd = f
 	if m.Done != nil {
 		m.Done()
@@ -504,7 +512,7 @@ func (s *spoutTask) start(m *messages.StartSpout) {
 	if m.State != nil {
 		s.restore(m.State)
 	}
-	if m.Stop { // before what was held settles: that reads nothing more either
+	if m.Stop || s.stopAsked { // before what was held settles: that reads nothing more either
 		s.core.End(true)
 	}
 	_, redelivers := src.(source.Redeliverer)

@@ -283,7 +283,10 @@ func (p *processorTask) found(m *standbyFound) {
 		return
 	}
 	rep.none = false
-	if !m.pid.Equal(rep.pid) || !rep.synced {
+	switch {
+	case !m.pid.Equal(rep.pid):
+		p.sync(m.pid)
+	case !rep.synced && !p.env.now().Before(rep.retryAt): // the same one: not before a failed sync's retry
 		p.sync(m.pid)
 	}
 }
@@ -352,10 +355,10 @@ func (p *processorTask) applied(m *messages.StandbyApplied) {
 // the acks it holds wait for a standby that has its state.
 func (p *processorTask) standbyLost() {
 	rep := p.rep
-	if rep == nil || rep.pid == nil || !rep.synced {
-		return // a sync or a lookup is under way or due
+	if rep == nil || rep.pid == nil || !rep.synced || rep.seq <= rep.syncedAt {
+		return // a sync or a lookup is under way or due; or an answer to a batch sent before the last sync
 	}
-	rep.synced, rep.epoch = false, ^uint64(0)
+	rep.pid, rep.synced, rep.epoch = nil, false, ^uint64(0) // the lookup's answer gets the state
 	if p.res.c != nil {
 		p.standby()
 	}

@@ -85,25 +85,30 @@ func TestStandbyRefusesCorruptState(t *testing.T) {
 // TestStandbyLostLooksItUpAgain: a batch that finds no standby (it moved,
 // or its member left) makes the counter task look its standby up again
 // and sync it, rather than hold its acks until the membership changes
-// again; a task without a synced standby has a sync due already.
+// again, and its answer gets the state; a task without a synced standby
+// has a sync due already, and the answer to a batch sent before the last
+// sync changes nothing.
 func TestStandbyLostLooksItUpAgain(t *testing.T) {
+	standby := actor.NewPID("127.0.0.1:1", "standby")
 	for _, tc := range []struct {
 		name   string
 		rep    replica
+		lost   bool // it forgets the standby and looks it up again
 		synced bool
-		epoch  uint64
 	}{
-		{"synced", replica{pid: actor.NewPID("127.0.0.1:1", "standby"), synced: true, epoch: 5}, false, ^uint64(0)},
-		{"sync due", replica{pid: actor.NewPID("127.0.0.1:1", "standby"), epoch: 5}, false, 5},
-		{"none yet", replica{epoch: 5}, false, 5},
+		{"synced", replica{pid: standby, synced: true, seq: 3, syncedAt: 1, epoch: 5}, true, false},
+		{"nothing sent since the sync", replica{pid: standby, synced: true, seq: 1, syncedAt: 1, epoch: 5}, false, true},
+		{"sync due", replica{pid: standby, seq: 3, syncedAt: 1, epoch: 5}, false, false},
+		{"none yet", replica{seq: 3, epoch: 5}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, ctx := counterTask(t)
 			rep := tc.rep
 			p.rep = &rep
 			ctx.give(p, &actor.DeadLetterResponse{})
-			if p.rep.synced != tc.synced || p.rep.epoch != tc.epoch {
-				t.Fatalf("synced %v at epoch %d, want %v at %d", p.rep.synced, p.rep.epoch, tc.synced, tc.epoch)
+			lost := p.rep.epoch == ^uint64(0) && p.rep.pid == nil
+			if lost != tc.lost || p.rep.synced != tc.synced || (!lost && p.rep.epoch != tc.rep.epoch) {
+				t.Fatalf("synced %v, pid %v, epoch %d; want lost %v, synced %v", p.rep.synced, p.rep.pid, p.rep.epoch, tc.lost, tc.synced)
 			}
 		})
 	}

@@ -536,10 +536,17 @@ func TestEvacuateTellsEveryMember(t *testing.T) {
 			t.Fatalf("%s takes %s for evacuated before it evacuated", m.ActorSystem.Address(), addr)
 		}
 	}
+	began := time.Now()
 	Evacuate(leaver)
+	if took := time.Since(began); took > 2*time.Second { // every member answered: it waited out no timeout
+		t.Errorf("Evacuate took %v", took)
+	}
 	for _, m := range []*pcluster.Cluster{b, c} {
 		if m.IdentityLookup.(grain.Deaths).Died(addr) {
 			t.Errorf("%s had not heard of the evacuation when Evacuate returned", m.ActorSystem.Address())
+		}
+		if pl := leaver.IdentityLookup.(*placement); !pl.told[m.ActorSystem.Address()] {
+			t.Errorf("%s did not confirm it heard", m.ActorSystem.Address())
 		}
 	}
 	// A member that joins while the leaver waits out its grace hears it
@@ -549,6 +556,9 @@ func TestEvacuateTellsEveryMember(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the leaver did not see the member that joined")
 		}
+	}
+	if !joiner.IdentityLookup.(grain.Deaths).Died(addr) {
+		t.Fatal("the member that joined heard of the evacuation before it was told")
 	}
 	leaver.IdentityLookup.(*placement).tellEvacuated(evacuateWait)
 	if joiner.IdentityLookup.(grain.Deaths).Died(addr) {
