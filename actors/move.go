@@ -47,7 +47,7 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 		// own timers, move flushed what a flush would send, and these
 		// cannot cross to another member.
 		return true
-	case *messages.StandbyApplied, *actor.DeadLetterResponse, *standbyFound, *claimed:
+	case *messages.StandbyApplied, *actor.DeadLetterResponse, *standbyFound, *standbyRetry, *claimed:
 		// About the old activation's batches to its standby: the new one
 		// numbers its own, and syncs its standby afresh.
 		return true

@@ -122,6 +122,8 @@ func (p *processorTask) Receive(ctx actor.Context) {
 		p.standbyLost()
 	case *standbyFound:
 		p.found(m)
+	case *standbyRetry:
+		p.retryStandby()
 	case *flushAcks:
 		p.hold = ackHold{}
 		if p.col != nil {

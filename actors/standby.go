@@ -188,6 +188,7 @@ type replica struct {
 	syncedAt  uint64     // seq when the standby was last synced
 	epoch     uint64     // the membership change the standby was looked up at
 	resolving bool       // a lookup is under way
+	retrying  bool       // a standbyRetry is due
 	none      bool       // no member holds a standby
 }
 
@@ -279,7 +280,8 @@ func (p *processorTask) found(m *standbyFound) {
 		p.releaseHeld(rep.seq) // nothing else will hold them
 		return
 	case m.failed:
-		rep.epoch = ^uint64(0) // look again at the next batch
+		rep.epoch = ^uint64(0) // look again at the next batch, or when the retry is due
+		p.armStandbyRetry()
 		return
 	}
 	rep.none = false
@@ -291,12 +293,38 @@ func (p *processorTask) found(m *standbyFound) {
 	}
 }
 
+// standbyRetry is a counter task's timer message: a lookup or sync of its
+// standby failed, and no batch may come to try again (its acks held, the
+// spouts wait at max pending).
+type standbyRetry struct{}
+
+// armStandbyRetry tries again after syncRetry, once at a time.
+func (p *processorTask) armStandbyRetry() {
+	if p.rep == nil || p.rep.retrying || p.root == nil {
+		return
+	}
+	p.rep.retrying = true
+	scheduler.NewTimerScheduler(p.root).SendOnce(syncRetry, p.self, &standbyRetry{})
+}
+
+// retryStandby looks the standby up or syncs it, as a batch would.
+func (p *processorTask) retryStandby() {
+	if p.rep == nil {
+		return
+	}
+	p.rep.retrying = false
+	if !p.rep.synced && p.res.c != nil {
+		p.standby()
+	}
+}
+
 // sync sends the standby the task's whole state, afresh. What the task
 // applied so far is then on the standby: the acks held go out.
 func (p *processorTask) sync(pid *actor.PID) {
 	p.rep.pid, p.rep.synced = pid, false
 	if !p.live(pid.Address) { // gone, or not yet seen: a part would wait for nothing
 		p.rep.retryAt, p.rep.epoch = p.env.now().Add(syncRetry), ^uint64(0) // and look it up again
+		p.armStandbyRetry()
 		return
 	}
 	p.root.Send(pid, &messages.StandbyReset{})
@@ -312,6 +340,7 @@ func (p *processorTask) sync(pid *actor.PID) {
 	})
 	if !ok { // it may have moved: look it up again too
 		p.rep.retryAt, p.rep.epoch = p.env.now().Add(syncRetry), ^uint64(0)
+		p.armStandbyRetry()
 		return
 	}
 	p.rep.synced, p.rep.syncedAt = true, p.rep.seq

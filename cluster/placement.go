@@ -389,6 +389,18 @@ func (r *rendezvous) has(addr string) bool {
 	return false
 }
 
+// isMember says whether addr is in the latest topology.
+func (p *placement) isMember(addr string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.members {
+		if m.Address() == addr {
+			return true
+		}
+	}
+	return false
+}
+
 // Owner is where identity of kind lives (grain.Owners).
 func (p *placement) Owner(kind, identity string) string { return p.rdv.Load().owner(kind, identity) }
 
@@ -503,6 +515,15 @@ func (a *placementActor) activate(ctx actor.Context, m *pcluster.ActivationReque
 		// others after). The old one passes on its stragglers until it
 		// stops. Only a move says so: the old one may still work if its
 		// move failed, and a call must not start a second one beside it.
+		a.left[g.pid.Id] = g
+		delete(a.grains, key)
+		g, ok = placed{}, false
+	}
+	if ok && g.movedTo != "" && a.leaving == nil && !a.p.isMember(g.movedTo) {
+		// It moved to a member that has left since: what is forwarded there
+		// is lost (a standby that stays for its task's takeover, and a
+		// forwarder, keep the entry for seconds). A new activation takes it
+		// here, as one would on the member that owns it after a death.
 		a.left[g.pid.Id] = g
 		delete(a.grains, key)
 		g, ok = placed{}, false
