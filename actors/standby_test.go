@@ -113,3 +113,19 @@ func TestStandbyLostLooksItUpAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestStandbyLookupFailedTriesAgain: a failed lookup of the standby is
+// tried again on a timer: at max pending no batch may come to try it, and
+// the task's acks wait for it.
+func TestStandbyLookupFailedTriesAgain(t *testing.T) {
+	p, ctx := counterTask(t)
+	p.rep = &replica{epoch: 5, resolving: true}
+	ctx.give(p, &standbyFound{failed: true})
+	if !p.rep.retrying || p.rep.epoch != ^uint64(0) {
+		t.Fatalf("retrying %v at epoch %d, want a retry due and a lookup at the next chance", p.rep.retrying, p.rep.epoch)
+	}
+	ctx.give(p, &standbyRetry{})
+	if p.rep.retrying {
+		t.Fatal("the retry is still due after it came")
+	}
+}
