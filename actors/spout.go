@@ -238,9 +238,8 @@ func (s *spoutTask) setup(root *actor.RootContext, self *actor.PID) {
 // start with the handed-over state follows; should it not come within
 // handoverWait (the earlier activation died while it moved), the latest
 // held start is taken then. An activation that a call made, not a move,
-// first claims the task from the member that held it before this one
-// joined (claimFirst), holding the start meanwhile. It says whether it
-// held m.
+// first claims the task from the other members (claimFirst), holding the
+// start meanwhile. It says whether it held m.
 func (s *spoutTask) holdStart(m *messages.StartSpout) bool {
 	switch {
 	case s.started || (m.State != nil && !m.State.Checkpoint):
@@ -255,9 +254,9 @@ func (s *spoutTask) holdStart(m *messages.StartSpout) bool {
 	return true
 }
 
-// claimFirst asks, aside, whether the member that held the task before
-// this one joined holds it still, and has it move here (Incoming and its
-// state follow); it says whether the start must wait for the answer. The
+// claimFirst asks, aside, whether another member holds the task still,
+// and has it move here (Incoming and its state follow); it says whether
+// the start must wait for the answer. The
 // members that know of a join ask the member that joined for the task
 // before the task's old member moves it there, and the run's start after
 // a member left may be the first to come.
