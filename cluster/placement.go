@@ -134,16 +134,13 @@ func (p *placement) await(asked []*actor.Future, to []string) {
 			answers <- answer{i, err}
 		}()
 	}
-	open := make([]bool, len(asked))
-	for i := range open {
-		open[i] = true
-	}
+	answered := make([]bool, len(asked))
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for n := len(asked); n > 0; {
 		select {
 		case a := <-answers:
-			open[a.i], n = false, n-1
+			answered[a.i], n = true, n-1
 			if a.err != nil {
 				p.c.Logger().Warn("placement: a member did not confirm the evacuation; it may take the leave for a death",
 					slog.String("member", to[a.i]), slog.Any("error", a.err))
@@ -158,8 +155,8 @@ func (p *placement) await(asked []*actor.Future, to []string) {
 				members[m.Address()] = true
 			}
 			gone := true
-			for i, o := range open {
-				gone = gone && (!o || !members[to[i]])
+			for i, done := range answered {
+				gone = gone && (done || !members[to[i]])
 			}
 			if gone {
 				return

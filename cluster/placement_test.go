@@ -565,3 +565,46 @@ func TestEvacuateTellsEveryMember(t *testing.T) {
 		t.Errorf("the member that joined had not heard of the evacuation")
 	}
 }
+
+// TestPlacementGrainMovedToADeadMember: a member whose grain moved to a
+// member that has died since activates the grain afresh when asked, where
+// it forwarded the request to the dead member (its old activation, here a
+// probe that never stops, keeps the entry).
+func TestPlacementGrainMovedToADeadMember(t *testing.T) {
+	p := newProbes(t)
+	a := p.start("")
+	for n := range 40 { // on a, alone
+		if _, err := a.Request(fmt.Sprintf("g/%d", n), "probe", &pcluster.ClusterIdentity{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := p.start("")
+	var moved string
+	for deadline := time.Now().Add(10 * time.Second); moved == ""; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no grain moved to the member that joined")
+		}
+		p.first.Range(func(k, _ any) bool {
+			key := k.(string)
+			if strings.HasPrefix(key, b.ActorSystem.Address()+"/") {
+				for n := range 40 {
+					if id := fmt.Sprintf("g/%d", n); strings.Contains(key, "/"+id+"$") {
+						moved = id
+					}
+				}
+			}
+			return moved == ""
+		})
+	}
+	p.left.Store(b, true)
+	b.Shutdown(true) // leaves without handing its grains back: as if it died
+	for deadline := time.Now().Add(10 * time.Second); a.MemberList.Members().Len() != 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a did not see b go")
+		}
+	}
+	res, err := a.Request(moved, "probe", &pcluster.ClusterIdentity{}, pcluster.WithTimeout(3*time.Second))
+	if err != nil || res.(*pcluster.ClusterIdentity).Identity != a.ActorSystem.Address() {
+		t.Fatalf("%s, moved to b, which died: answered %v (%v), want an answer from a", moved, res, err)
+	}
+}
