@@ -35,7 +35,7 @@ func TestForwarderDropsTimers(t *testing.T) {
 	}{
 		{&pull{}, false}, {&spoutTick{}, false}, {&startHeld{}, false}, {&rotate{}, false}, {&flushOut{}, false},
 		{&flushAcks{}, false}, {&reportNow{}, false}, {&stateLate{}, false}, {&claimed{}, false},
-		{&messages.StandbyApplied{}, false}, {&actor.DeadLetterResponse{}, false}, {&standbyFound{}, false},
+		{&messages.StandbyApplied{}, false}, {&actor.DeadLetterResponse{}, false}, {&standbyFound{}, false}, {&standbyRetry{}, false},
 		{&messages.TupleBatch{}, true}, {&messages.AckBatch{}, true}, {&messages.Completed{}, true},
 	} {
 		t.Run(fmt.Sprintf("%T", tc.msg), func(t *testing.T) {
