@@ -172,6 +172,7 @@ type env struct {
 	reporter atomic.Pointer[actor.PID] // the local Run's, for progress between drains
 	stages   *stages                   // the queueing model's meters
 	recycle  recycler                  // consumed tracking messages, for reuse
+	workers  *workers                  // the goroutines that run the tasks' mailboxes
 
 	dir       atomic.Pointer[tracker.Directory] // the acker set; SetAckers replaces it
 	epoch     atomic.Uint64                     // topology changes seen by this member
@@ -179,6 +180,11 @@ type env struct {
 	maxAckers atomic.Int32 // the most ackers there have been
 	setMu     sync.Mutex   // serialises SetAckers
 	standbys  sync.Map     // counter task identity → the PID of its standby on this member
+}
+
+// props gives a stage's task props its meter and the runtime's workers.
+func (e *env) props(stage string, mailbox func(...actor.MailboxMiddleware) actor.MailboxProducer) []actor.PropsOption {
+	return append(e.stages.props(stage, mailbox), actor.WithDispatcher(e.workers))
 }
 
 func (e *env) tracking() bool { return e.cfg.Ackers > 0 }
@@ -343,6 +349,7 @@ func New(topo *Topology, cfg Config) (*Runtime, error) {
 func newEnv(topo *Topology, cfg Config, log logrus.FieldLogger) *env {
 	e := &env{topo: topo, cfg: cfg, log: log}
 	e.stages = newStages(e.now, stagePeriod)
+	e.workers = newWorkers(mailboxThroughput, idleWorkers, workerWait)
 	replicas := cfg.Replicas
 	if replicas == 0 {
 		replicas = ring.DefaultReplicas
@@ -363,7 +370,7 @@ func (s logSink) DeadLetter(d DeadLetter) {
 // that hosts tasks of every sort, such as the embedded single member.
 func (rt *Runtime) Kinds() []*cluster.Kind {
 	counter := cluster.NewKind(KindCounter, actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: rt.env} },
-		rt.env.stages.props(KindCounter, actor.Unbounded)...))
+		rt.env.props(KindCounter, actor.Unbounded)...))
 	if !rt.env.cfg.Standby {
 		return append(rt.WorkerKinds(), counter)
 	}
@@ -385,11 +392,11 @@ func (rt *Runtime) WorkerKinds() []*cluster.Kind {
 	}
 	return []*cluster.Kind{
 		cluster.NewKind(KindSpout, actor.PropsFromProducer(func() actor.Actor { return &spoutTask{env: e} },
-			e.stages.props(KindSpout, actor.Unbounded)...)),
+			e.props(KindSpout, actor.Unbounded)...)),
 		cluster.NewKind(KindProcessor, actor.PropsFromProducer(func() actor.Actor { return &processorTask{env: e} },
-			e.stages.props(KindProcessor, procMailbox)...)),
+			e.props(KindProcessor, procMailbox)...)),
 		cluster.NewKind(KindAcker, actor.PropsFromProducer(func() actor.Actor { return &ackerTask{env: e} },
-			e.stages.props(KindAcker, actor.Unbounded)...)),
+			e.props(KindAcker, actor.Unbounded)...)),
 	}
 }
 
