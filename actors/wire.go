@@ -35,15 +35,21 @@ func framed(b *messages.TupleBatch) *messages.TupleBatch {
 // A frame holds a tuple batch's columns as little-endian arrays, the
 // 8-byte ones first so that each starts 8-aligned:
 //
-//	header   6 × u32: n tuples, na anchors, nv values, nl lineage entries
-//	         (0 or n), and the anchors and the values each tuple has when
-//	         all have as many (most batches), else varies
-//	u64      spring_ids[na], tuple_ids[na], content_ids[nl]; i64 times[nl]
-//	u32      anchor_counts[n] and value_counts[n] (each unless the header
-//	         gives it), value lengths[nv]
+//	header   8 × u32: n tuples, na anchors, nv values, nl lineage entries
+//	         (0 or n), nr runs of equal times, the anchors and the values
+//	         each tuple has when all have as many (most batches), else
+//	         varies, and 0
+//	u64      spring_ids[na], tuple_ids[na], content_ids[nl]; i64 times[nr]
+//	u32      run lengths[nr] (adding up to nl), anchor_counts[n] and
+//	         value_counts[n] (each unless the header gives it), value
+//	         lengths[nv]
 //	bytes    the values, end to end
+//
+// Times go as runs: a spout stamps the roots of one read with one time,
+// and their tuples travel together, so a batch holds a few times, not a
+// column of them (a fifth of a word tuple's bytes).
 const (
-	frameHeader = 24
+	frameHeader = 32
 	varies      = 1<<32 - 1
 )
 
@@ -63,11 +69,12 @@ func each(col []uint32) uint32 {
 // frame moves b's columns into b.Frame.
 func frame(b *messages.TupleBatch) {
 	n, na, nv, nl := len(b.AnchorCounts), len(b.SpringIds), len(b.Values), len(b.ContentIds)
+	times, lengths := runs(b.Times)
 	counts := [][]uint32{b.AnchorCounts, b.ValueCounts}
-	header := []uint32{uint32(n), uint32(na), uint32(nv), uint32(nl), each(counts[0]), each(counts[1])}
-	size := frameHeader + 8*(2*na+2*nl) + 4*nv
+	header := []uint32{uint32(n), uint32(na), uint32(nv), uint32(nl), uint32(len(times)), each(counts[0]), each(counts[1]), 0}
+	size := frameHeader + 8*(2*na+nl) + 12*len(times) + 4*nv
 	for i, col := range counts {
-		if header[4+i] == varies {
+		if header[5+i] == varies {
 			size += 4 * len(col)
 		} else {
 			counts[i] = nil
@@ -78,11 +85,10 @@ func frame(b *messages.TupleBatch) {
 	}
 	f := make([]byte, size)
 	off := putColumn(f, header)
-	times := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b.Times))), len(b.Times))
 	for _, col := range [][]uint64{b.SpringIds, b.TupleIds, b.ContentIds, times} {
 		off += putColumn(f[off:], col)
 	}
-	for _, col := range counts {
+	for _, col := range append([][]uint32{lengths}, counts...) {
 		off += putColumn(f[off:], col)
 	}
 	le := binary.LittleEndian
@@ -94,6 +100,19 @@ func frame(b *messages.TupleBatch) {
 		off += copy(f[off:], v)
 	}
 	*b = messages.TupleBatch{FromTask: b.FromTask, Frame: f}
+}
+
+// runs returns the times of ts, each as often as it comes in a row, and
+// how often.
+func runs(ts []int64) (times []uint64, lengths []uint32) {
+	for i, t := range ts {
+		if i > 0 && t == ts[i-1] {
+			lengths[len(lengths)-1]++
+			continue
+		}
+		times, lengths = append(times, uint64(t)), append(lengths, 1)
+	}
+	return times, lengths
 }
 
 // putColumn writes col at the start of f, little-endian, and returns the
@@ -116,9 +135,9 @@ func putColumn[T uint32 | uint64](f []byte, col []T) int {
 // unframe fills b's columns from b.Frame, if it has one. The values are
 // substrings of the frame's last part, which nobody writes; the number
 // columns are the frame's array too, each in its own part of it and capped
-// (a recycled batch that appends past one writes elsewhere), but for a
-// count column the header gives and on a machine that is not
-// little-endian, where they are new arrays.
+// (a recycled batch that appends past one writes elsewhere), but for the
+// times, a count column the header gives, and every column on a machine
+// that is not little-endian, which are new arrays.
 func unframe(b *messages.TupleBatch) error {
 	f := b.Frame
 	if len(f) == 0 {
@@ -131,15 +150,23 @@ func unframe(b *messages.TupleBatch) error {
 		return fmt.Errorf("tuple batch from task %d: a frame of %d bytes, shorter than its header", b.FromTask, len(f))
 	}
 	le := binary.LittleEndian
-	n, na, nv, nl := uint64(le.Uint32(f)), uint64(le.Uint32(f[4:])), uint64(le.Uint32(f[8:])), uint64(le.Uint32(f[12:]))
-	eachAnchors, eachValues := le.Uint32(f[16:]), le.Uint32(f[20:])
+	var h [8]uint64
+	for i := range h {
+		h[i] = uint64(le.Uint32(f[4*i:]))
+	}
+	n, na, nv, nl, nr := h[0], h[1], h[2], h[3], h[4]
+	eachAnchors, eachValues := uint32(h[5]), uint32(h[6])
 	if n > maxBatchSize { // count columns the header gives cost no bytes: bound what they make
 		return fmt.Errorf("tuple batch from task %d: a frame of %d tuples, more than a batch holds (%d)", b.FromTask, n, maxBatchSize)
 	}
 	if nl != 0 && nl != n {
 		return fmt.Errorf("tuple batch from task %d: %d tuples and %d lineage entries (want all or none)", b.FromTask, n, nl)
 	}
-	fixed := frameHeader + 8*(2*na+2*nl) + 4*nv // < 2^38: no overflow
+	if nr > nl || h[7] != 0 {
+		return fmt.Errorf("tuple batch from task %d: %d runs of times for %d lineage entries, reserved %d (want at most as many, and 0)",
+			b.FromTask, nr, nl, h[7])
+	}
+	fixed := frameHeader + 8*(2*na+nl) + 12*nr + 4*nv // < 2^38: no overflow
 	for _, e := range []uint32{eachAnchors, eachValues} {
 		if e == varies {
 			fixed += 4 * n
@@ -154,11 +181,15 @@ func unframe(b *messages.TupleBatch) error {
 		off += 8 * int(k)
 		return c
 	}
-	spring, tuple, content, times := col64(na), col64(na), col64(nl), col64(nl)
+	spring, tuple, content, starts := col64(na), col64(na), col64(nl), col64(nr)
 	col32 := func(k uint64) []uint32 {
 		c := column[uint32](f[off:], k)
 		off += 4 * int(k)
 		return c
+	}
+	times, err := unrun(starts, col32(nr), nl)
+	if err != nil {
+		return fmt.Errorf("tuple batch from task %d: %w", b.FromTask, err)
 	}
 	counts := func(e uint32) []uint32 {
 		if e == varies {
@@ -184,10 +215,30 @@ func unframe(b *messages.TupleBatch) error {
 	if at != len(all) {
 		return fmt.Errorf("tuple batch from task %d: %d bytes left over in the frame", b.FromTask, len(all)-at)
 	}
-	b.SpringIds, b.TupleIds, b.ContentIds = spring, tuple, content
-	b.Times = unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(times))), len(times))
+	b.SpringIds, b.TupleIds, b.ContentIds, b.Times = spring, tuple, content, times
 	b.AnchorCounts, b.ValueCounts, b.Values, b.Frame = anchors, values, vals, nil
 	return nil
+}
+
+// unrun returns the column of nl times that runs of lengths give.
+func unrun(starts []uint64, lengths []uint32, nl uint64) ([]int64, error) {
+	var sum uint64
+	for _, l := range lengths {
+		sum += uint64(l)
+	}
+	if sum != nl {
+		return nil, fmt.Errorf("runs of times for %d tuples, want %d", sum, nl)
+	}
+	if nl == 0 {
+		return nil, nil
+	}
+	times := make([]int64, 0, nl)
+	for i, l := range lengths {
+		for range l {
+			times = append(times, int64(starts[i]))
+		}
+	}
+	return times, nil
 }
 
 // column returns the k little-endian numbers at the start of f: f itself

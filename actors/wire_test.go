@@ -68,6 +68,42 @@ func TestFrameCrossesTheWire(t *testing.T) {
 	}
 }
 
+// TestFrameTimeRuns: a frame holds each run of equal times once, and
+// decodes to the same times in order.
+func TestFrameTimeRuns(t *testing.T) {
+	cases := []struct {
+		times []int64
+		runs  uint32
+	}{
+		{nil, 0},
+		{[]int64{5}, 1},
+		{[]int64{5, 5, 5}, 1},
+		{[]int64{5, 6, 5}, 3},
+		{[]int64{1, 1, 2, 2, 2, -7}, 3},
+	}
+	for _, tc := range cases {
+		b := &messages.TupleBatch{FromTask: 2}
+		for i := range tc.times {
+			b.AnchorCounts, b.ValueCounts = append(b.AnchorCounts, 0), append(b.ValueCounts, 1)
+			b.Values, b.ContentIds = append(b.Values, "v"), append(b.ContentIds, uint64(i))
+		}
+		b.Times = slices.Clone(tc.times)
+		frame(b)
+		if got := binary.LittleEndian.Uint32(b.Frame[16:]); got != tc.runs {
+			t.Errorf("times %v: %d runs in the frame, want %d", tc.times, got, tc.runs)
+		}
+		ts, err := decode(b, nil)
+		if err != nil || len(ts) != len(tc.times) {
+			t.Fatalf("times %v: decoded %d tuples, %v", tc.times, len(ts), err)
+		}
+		for i := range ts {
+			if ts[i].Time() != tc.times[i] {
+				t.Errorf("times %v: tuple %d has time %d", tc.times, i, ts[i].Time())
+			}
+		}
+	}
+}
+
 // TestMalformedFrame: a frame that does not add up is refused with an error
 // naming its sender, never read past its end.
 func TestMalformedFrame(t *testing.T) {
@@ -103,7 +139,10 @@ func TestMalformedFrame(t *testing.T) {
 		}, false, "1048576 tuples, more than a batch holds"},
 		{"lineage of some", func(f []byte) []byte { le.PutUint32(f[12:], 1); return f }, false, "2 tuples and 1 lineage entries"},
 		{"a value too long", func(f []byte) []byte { le.PutUint32(f[len(f)-3-8:], 3); return f }, false, "value 1 runs past"},
-		{"more anchors than counted", func(f []byte) []byte { le.PutUint32(f[16:], 2); return f }, false, "runs past the batch"},
+		{"more anchors than counted", func(f []byte) []byte { le.PutUint32(f[20:], 2); return f }, false, "runs past the batch"},
+		{"more runs of times than tuples", func(f []byte) []byte { le.PutUint32(f[16:], 3); return f }, false, "3 runs of times for 2 lineage entries"},
+		{"reserved", func(f []byte) []byte { le.PutUint32(f[28:], 1); return f }, false, "reserved 1"},
+		{"runs of times that do not add up", func(f []byte) []byte { le.PutUint32(f[frameHeader+8*8:], 2); return f }, false, "runs of times for 3 tuples, want 2"},
 		{"varied", func([]byte) []byte { return varied() }, false, "varied"},
 		{"varied, more anchors than counted", func([]byte) []byte { f := varied(); le.PutUint32(f[len(f)-2-4-16:], 3); return f }, false, "runs past the batch"},
 		{"varied, cut into counts", func([]byte) []byte { f := varied(); return f[:len(f)-2-8] }, false, "want at least"},
