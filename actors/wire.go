@@ -68,11 +68,10 @@ func each(col []uint32) uint32 {
 
 // frame moves b's columns into b.Frame.
 func frame(b *messages.TupleBatch) {
-	n, na, nv, nl := len(b.AnchorCounts), len(b.SpringIds), len(b.Values), len(b.ContentIds)
-	times, lengths := runs(b.Times)
+	n, na, nv, nl, nr := len(b.AnchorCounts), len(b.SpringIds), len(b.Values), len(b.ContentIds), runCount(b.Times)
 	counts := [][]uint32{b.AnchorCounts, b.ValueCounts}
-	header := []uint32{uint32(n), uint32(na), uint32(nv), uint32(nl), uint32(len(times)), each(counts[0]), each(counts[1]), 0}
-	size := frameHeader + 8*(2*na+nl) + 12*len(times) + 4*nv
+	header := []uint32{uint32(n), uint32(na), uint32(nv), uint32(nl), uint32(nr), each(counts[0]), each(counts[1]), 0}
+	size := frameHeader + 8*(2*na+nl) + 12*nr + 4*nv
 	for i, col := range counts {
 		if header[5+i] == varies {
 			size += 4 * len(col)
@@ -85,10 +84,11 @@ func frame(b *messages.TupleBatch) {
 	}
 	f := make([]byte, size)
 	off := putColumn(f, header)
-	for _, col := range [][]uint64{b.SpringIds, b.TupleIds, b.ContentIds, times} {
+	for _, col := range [][]uint64{b.SpringIds, b.TupleIds, b.ContentIds} {
 		off += putColumn(f[off:], col)
 	}
-	for _, col := range append([][]uint32{lengths}, counts...) {
+	off += putRuns(f[off:], b.Times, nr)
+	for _, col := range counts {
 		off += putColumn(f[off:], col)
 	}
 	le := binary.LittleEndian
@@ -102,17 +102,33 @@ func frame(b *messages.TupleBatch) {
 	*b = messages.TupleBatch{FromTask: b.FromTask, Frame: f}
 }
 
-// runs returns the times of ts, each as often as it comes in a row, and
-// how often.
-func runs(ts []int64) (times []uint64, lengths []uint32) {
+// runCount is the number of runs of equal times in ts.
+func runCount(ts []int64) int {
+	n := 0
+	for i := range ts {
+		if i == 0 || ts[i] != ts[i-1] {
+			n++
+		}
+	}
+	return n
+}
+
+// putRuns writes the nr runs of ts at the start of f, their times and then
+// their lengths, and returns the bytes it took.
+func putRuns(f []byte, ts []int64, nr int) int {
+	le := binary.LittleEndian
+	r := -1
 	for i, t := range ts {
 		if i > 0 && t == ts[i-1] {
-			lengths[len(lengths)-1]++
+			at := 8*nr + 4*r
+			le.PutUint32(f[at:], le.Uint32(f[at:])+1)
 			continue
 		}
-		times, lengths = append(times, uint64(t)), append(lengths, 1)
+		r++
+		le.PutUint64(f[8*r:], uint64(t))
+		le.PutUint32(f[8*nr+4*r:], 1)
 	}
-	return times, lengths
+	return 12 * nr
 }
 
 // putColumn writes col at the start of f, little-endian, and returns the
