@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -191,6 +192,17 @@ func (e EtcdConfig) validate() error {
 // another (one batch of the remote's endpoint writer).
 const MaxRemoteMessage = 64 << 20
 
+// streamBuffer and streamWindow size gRPC's buffers and flow-control
+// windows on the streams between members: reads and writes of 256 KiB
+// rather than 32, and windows that start at the 16 MiB gRPC's own
+// estimate grows them to at most, so that a burst of tuple batches does
+// not wait for window updates. Over 4M lines three members on one machine
+// counted 1.10× the tuples/s (median of 16 alternating pairs).
+const (
+	streamBuffer = 256 << 10
+	streamWindow = 16 << 20
+)
+
 // endpointQueue is the first size of the queue of messages to each other
 // member (it grows as needed).
 const endpointQueue = 4096
@@ -255,10 +267,16 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	// moving counter's state part beside many tuple batches: more than
 	// gRPC's default 4 MiB.
 	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRemoteMessage), grpc.UnaryInterceptor(noUnary)}
+	creds := insecure.NewCredentials()
 	if mtls != nil {
 		sopts = append(sopts, grpc.Creds(mtls.grpcServer()))
-		ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(mtls.client))))
+		creds = credentials.NewTLS(mtls.client)
 	}
+	sopts = append(sopts, grpc.ReadBufferSize(streamBuffer), grpc.WriteBufferSize(streamBuffer),
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow))
+	ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(creds),
+		grpc.WithReadBufferSize(streamBuffer), grpc.WithWriteBufferSize(streamBuffer),
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow)))
 	// The endpoint writer's queue to each member starts as an array of this
 	// many messages and doubles when full. The library's 1e6 made 16 MB of
 	// pointers per member talked to, which every collection scanned: two
