@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// The tasks' dispatcher: Proto.Actor's default throughput (messages a
-// mailbox takes before it yields), idle workers kept at most, and how long
-// each waits for the next mailbox.
+// The tasks' dispatcher: Proto.Actor's default throughput (a mailbox run
+// yields the processor to other goroutines after that many messages, and
+// carries on), idle workers kept at most, and how long each waits for the
+// next mailbox.
 const (
 	mailboxThroughput = 300
 	idleWorkers       = 16
@@ -16,9 +17,10 @@ const (
 
 // workers is the Proto.Actor dispatcher of a runtime's tasks. The
 // library's default starts a goroutine for every run of a mailbox, whose
-// stack then grows through the task's code again each time: across
+// stack then grows through the task's code again each time. Across
 // members, where mailboxes empty and start over with every remote batch,
-// growing stacks and starting goroutines took 6 % of a member's CPU.
+// growing stacks took 4.3 % of the members' CPU in a profile of a word
+// count, and starting and ending goroutines 2 % more.
 // workers keeps the goroutines it starts, each waiting a moment for the
 // next mailbox before it ends.
 type workers struct {
@@ -26,13 +28,13 @@ type workers struct {
 	wait       time.Duration
 	next       chan func() // unbuffered: a send succeeds only into an idle worker
 	idle       atomic.Int32
-	max        int32 // idle workers kept at most; more end at once
+	maxIdle    int32 // idle workers kept at most; more end at once
 }
 
-// newWorkers makes a dispatcher that runs throughput messages of a
-// mailbox before yielding and keeps up to max idle workers, each for wait.
-func newWorkers(throughput, max int, wait time.Duration) *workers {
-	return &workers{throughput: throughput, wait: wait, next: make(chan func()), max: int32(max)}
+// newWorkers makes a dispatcher of the given throughput that keeps up to
+// maxIdle idle workers, each for wait.
+func newWorkers(throughput, maxIdle int, wait time.Duration) *workers {
+	return &workers{throughput: throughput, wait: wait, next: make(chan func()), maxIdle: int32(maxIdle)}
 }
 
 // Schedule runs fn on an idle worker, or on a new one.
@@ -44,14 +46,14 @@ func (w *workers) Schedule(fn func()) {
 	}
 }
 
-// Throughput is how many messages a mailbox run takes before it yields.
+// Throughput is how many messages a mailbox run takes between yields.
 func (w *workers) Throughput() int { return w.throughput }
 
-// rest counts the calling worker idle, unless max are.
+// rest counts the calling worker idle, unless maxIdle are.
 func (w *workers) rest() bool {
 	for {
 		n := w.idle.Load()
-		if n >= w.max {
+		if n >= w.maxIdle {
 			return false
 		}
 		if w.idle.CompareAndSwap(n, n+1) {

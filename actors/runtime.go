@@ -374,7 +374,8 @@ func (rt *Runtime) Kinds() []*cluster.Kind {
 	if !rt.env.cfg.Standby {
 		return append(rt.WorkerKinds(), counter)
 	}
-	standby := cluster.NewKind(KindStandby, actor.PropsFromProducer(func() actor.Actor { return &standbyTask{env: rt.env} }))
+	standby := cluster.NewKind(KindStandby, actor.PropsFromProducer(func() actor.Actor { return &standbyTask{env: rt.env} },
+		actor.WithDispatcher(rt.env.workers)))
 	return append(rt.WorkerKinds(), counter, standby)
 }
 

@@ -38,7 +38,7 @@ func framed(b *messages.TupleBatch) *messages.TupleBatch {
 //	header   8 × u32: n tuples, na anchors, nv values, nl lineage entries
 //	         (0 or n), nr runs of equal times, the anchors and the values
 //	         each tuple has when all have as many (most batches), else
-//	         varies, and 0
+//	         varies, and 0 (for a later layout to tell itself apart)
 //	u64      spring_ids[na], tuple_ids[na], content_ids[nl]; i64 times[nr]
 //	u32      run lengths[nr] (adding up to nl), anchor_counts[n] and
 //	         value_counts[n] (each unless the header gives it), value
@@ -239,7 +239,10 @@ func unframe(b *messages.TupleBatch) error {
 // unrun returns the column of nl times that runs of lengths give.
 func unrun(starts []uint64, lengths []uint32, nl uint64) ([]int64, error) {
 	var sum uint64
-	for _, l := range lengths {
+	for i, l := range lengths {
+		if l == 0 {
+			return nil, fmt.Errorf("run %d of times is empty", i)
+		}
 		sum += uint64(l)
 	}
 	if sum != nl {

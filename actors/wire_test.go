@@ -142,6 +142,7 @@ func TestMalformedFrame(t *testing.T) {
 		{"more anchors than counted", func(f []byte) []byte { le.PutUint32(f[20:], 2); return f }, false, "runs past the batch"},
 		{"more runs of times than tuples", func(f []byte) []byte { le.PutUint32(f[16:], 3); return f }, false, "3 runs of times for 2 lineage entries"},
 		{"reserved", func(f []byte) []byte { le.PutUint32(f[28:], 1); return f }, false, "reserved 1"},
+		{"an empty run of times", func(f []byte) []byte { le.PutUint32(f[frameHeader+8*8:], 0); return f }, false, "run 0 of times is empty"},
 		{"runs of times that do not add up", func(f []byte) []byte { le.PutUint32(f[frameHeader+8*8:], 2); return f }, false, "runs of times for 3 tuples, want 2"},
 		{"varied", func([]byte) []byte { return varied() }, false, "varied"},
 		{"varied, more anchors than counted", func([]byte) []byte { f := varied(); le.PutUint32(f[len(f)-2-4-16:], 3); return f }, false, "runs past the batch"},
