@@ -5,10 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 
 	"github.com/acktor/acktor/cluster/grain"
 	"github.com/acktor/acktor/messages"
@@ -155,6 +157,71 @@ func TestClaimAnswers(t *testing.T) {
 }
 
 var errTestTimeout = actor.ErrTimeout
+
+// claimer is an identity lookup whose Claim says another member holds
+// every grain and moves it here.
+type claimer struct{ cluster.IdentityLookup }
+
+func (claimer) Predecessor(string, string) string  { return "127.0.0.1:1" }
+func (claimer) Claim(string, string) (bool, error) { return true, nil }
+
+// TestFirstInputClaimsBeforeTheStandby: a counter task's first input, with
+// its standby beside it, makes it claim the task and hold the input; it
+// does not take the standby's state first (its earlier activation may be
+// moving here with the whole of it).
+func TestFirstInputClaimsBeforeTheStandby(t *testing.T) {
+	p, ctx := counterTask(t)
+	var asked atomic.Bool
+	sb := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*promote); ok {
+			asked.Store(true)
+			c.Respond(&promoted{})
+		}
+	}))
+	p.env.standbys.Store(p.env.topo.identity(p.task), sb)
+	p.decided, p.res.c = false, &cluster.Cluster{IdentityLookup: claimer{}}
+	ctx.give(p, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}))
+	if asked.Load() || !p.awaiting || len(p.held) != 1 {
+		t.Fatalf("standby promoted %v, waiting %v with %d held; want a claim and the input held", asked.Load(), p.awaiting, len(p.held))
+	}
+}
+
+// TestClaimDecidesTheStandby: a counter task with its standby beside it
+// takes the standby's state only once its claim finds no other activation
+// (its earlier one died). When the earlier one is moving here, or the
+// claim went unanswered, the state comes from there, and the standby's
+// (part of it) would count twice.
+func TestClaimDecidesTheStandby(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		m    *claimed
+		took bool
+	}{
+		{"none", &claimed{}, true},
+		{"moving", &claimed{moving: true}, false},
+		{"no answer", &claimed{err: errTestTimeout}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ctx := counterTask(t)
+			held, _ := NewCounter(CounterOptions{Value: -1, ExactlyOnce: true})
+			held.st.Applied = 7
+			var asked atomic.Bool
+			sb := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+				if _, ok := c.Message().(*promote); ok {
+					asked.Store(true)
+					c.Respond(&promoted{counter: held})
+				}
+			}))
+			p.env.standbys.Store(p.env.topo.identity(p.task), sb)
+			p.await() // as claim does
+			ctx.give(p, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}), tc.m)
+			applied := p.user.(counted).counter().st.Applied
+			if asked.Load() != tc.took || (applied >= 7) != tc.took {
+				t.Fatalf("standby promoted %v, %d updates applied; want it taken %v", asked.Load(), applied, tc.took)
+			}
+		})
+	}
+}
 
 // TestProcessorHoldsAcksOverFewBatches: with AckDelay 0, a task whose input
 // keeps coming sends the ack deltas it holds after ackHoldBatches input

@@ -65,8 +65,8 @@ func (p *processorTask) Receive(ctx actor.Context) {
 	case *messages.TupleBatch, *messages.Drain, *messages.CounterQuery:
 		if !p.decided && p.col != nil { // not moved here (Incoming comes first): restarted, new, or moving here
 			p.decided = true
-			if !p.takeOver() {
-				p.claim()
+			if !p.claim() { // nothing to ask: a cluster of one, or no counter
+				p.takeOver()
 			}
 		}
 	}

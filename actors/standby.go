@@ -449,12 +449,15 @@ type claimed struct {
 // before the task's old member does: without the claim the two activations
 // would both apply updates until the old one moves, and this one's would
 // miss the old one's exactly-once ids and sketches (a value seen before,
-// counted as new).
-func (p *processorTask) claim() {
+// counted as new). Only when none holds it does the task take its
+// standby's state (claimedBy): a standby beside an activation whose
+// earlier one lives and moves here holds part of the state that comes,
+// and the two would add up twice. It says whether it asked.
+func (p *processorTask) claim() bool {
 	cl, ok := p.res.c.IdentityLookup.(grain.Claimer)
 	id := p.env.topo.identity(p.task)
 	if _, counter := p.user.(counted); !ok || !counter || cl.Predecessor(KindCounter, id) == "" {
-		return // a cluster of one: no other member held it
+		return false // a cluster of one: no other member held it
 	}
 	p.await()
 	self, root := p.self, p.root
@@ -462,10 +465,13 @@ func (p *processorTask) claim() {
 		moving, err := cl.Claim(KindCounter, id)
 		root.Send(self, &claimed{moving: moving, err: err})
 	}()
+	return true
 }
 
 // claimedBy goes on once a claim found no other activation: nothing will
-// come to wait for. When one moves here, its state ends the wait.
+// come to wait for, and the task starts from its standby's state if one is
+// beside it (its earlier activation died). When one moves here, its state
+// ends the wait.
 func (p *processorTask) claimedBy(m *claimed) {
 	switch {
 	case m.err != nil:
@@ -473,6 +479,7 @@ func (p *processorTask) claimedBy(m *claimed) {
 		// most MoveGrace, rather than run beside the old activation.
 		p.env.log.WithError(m.err).Warnf("counter %s/%d: no answer from the member that held it before; waiting for its state at most %v", p.info.Component, p.info.Index, MoveGrace)
 	case !m.moving && !p.incoming && p.awaiting:
+		p.takeOver()
 		p.release()
 	}
 }
