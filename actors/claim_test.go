@@ -132,9 +132,11 @@ func TestStateLateEndsOnlyItsWait(t *testing.T) {
 	}
 }
 
-// TestClaimAnswers: a claim answered "none" ends the wait; one answered
-// "moving", or not answered at all (the claim may still be acted on), waits
-// on for the state.
+// TestClaimAnswers: a claim answered "none" ends the wait, and the task
+// takes the state of the standby beside it (its earlier activation died);
+// one answered "moving", or not answered at all (the claim may still be
+// acted on), waits on for the state from there, and leaves the standby
+// alone: its state, a copy of part of what comes, would count twice.
 func TestClaimAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -147,13 +149,34 @@ func TestClaimAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, ctx := counterTask(t)
+			held, _ := NewCounter(CounterOptions{Value: -1, ExactlyOnce: true})
+			held.st.Applied = 7
+			asked := standbyBeside(p, ctx, held)
 			p.await()
 			ctx.give(p, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}), tc.m)
 			if p.awaiting != tc.waits || (len(p.held) == 1) != tc.waits {
 				t.Fatalf("waiting %v with %d held, want waiting %v", p.awaiting, len(p.held), tc.waits)
 			}
+			took := !tc.waits
+			if applied := p.user.(counted).counter().st.Applied; asked.Load() != took || (applied >= 7) != took {
+				t.Fatalf("standby promoted %v, %d updates applied; want its state taken %v", asked.Load(), applied, took)
+			}
 		})
 	}
+}
+
+// standbyBeside puts a standby of p's task on its member that holds
+// counter, and says whether it was promoted.
+func standbyBeside(p *processorTask, ctx *taskContext, counter *Counter) *atomic.Bool {
+	var asked atomic.Bool
+	sb := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*promote); ok {
+			asked.Store(true)
+			c.Respond(&promoted{counter: counter})
+		}
+	}))
+	p.env.standbys.Store(p.env.topo.identity(p.task), sb)
+	return &asked
 }
 
 var errTestTimeout = actor.ErrTimeout
@@ -171,55 +194,11 @@ func (claimer) Claim(string, string) (bool, error) { return true, nil }
 // moving here with the whole of it).
 func TestFirstInputClaimsBeforeTheStandby(t *testing.T) {
 	p, ctx := counterTask(t)
-	var asked atomic.Bool
-	sb := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(*promote); ok {
-			asked.Store(true)
-			c.Respond(&promoted{})
-		}
-	}))
-	p.env.standbys.Store(p.env.topo.identity(p.task), sb)
+	asked := standbyBeside(p, ctx, nil)
 	p.decided, p.res.c = false, &cluster.Cluster{IdentityLookup: claimer{}}
 	ctx.give(p, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}))
 	if asked.Load() || !p.awaiting || len(p.held) != 1 {
 		t.Fatalf("standby promoted %v, waiting %v with %d held; want a claim and the input held", asked.Load(), p.awaiting, len(p.held))
-	}
-}
-
-// TestClaimDecidesTheStandby: a counter task with its standby beside it
-// takes the standby's state only once its claim finds no other activation
-// (its earlier one died). When the earlier one is moving here, or the
-// claim went unanswered, the state comes from there, and the standby's
-// (part of it) would count twice.
-func TestClaimDecidesTheStandby(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		m    *claimed
-		took bool
-	}{
-		{"none", &claimed{}, true},
-		{"moving", &claimed{moving: true}, false},
-		{"no answer", &claimed{err: errTestTimeout}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p, ctx := counterTask(t)
-			held, _ := NewCounter(CounterOptions{Value: -1, ExactlyOnce: true})
-			held.st.Applied = 7
-			var asked atomic.Bool
-			sb := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-				if _, ok := c.Message().(*promote); ok {
-					asked.Store(true)
-					c.Respond(&promoted{counter: held})
-				}
-			}))
-			p.env.standbys.Store(p.env.topo.identity(p.task), sb)
-			p.await() // as claim does
-			ctx.give(p, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}), tc.m)
-			applied := p.user.(counted).counter().st.Applied
-			if asked.Load() != tc.took || (applied >= 7) != tc.took {
-				t.Fatalf("standby promoted %v, %d updates applied; want it taken %v", asked.Load(), applied, tc.took)
-			}
-		})
 	}
 }
 
