@@ -2,9 +2,12 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/cluster/clusterproviders/test"
@@ -45,7 +48,7 @@ func TestChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := actors.DefaultConfig()
-	cfg.Ackers, cfg.Timeout, cfg.Log, cfg.MaxPending = 4, 20*time.Second, quietLogrus(), 1024
+	cfg.Ackers, cfg.Timeout, cfg.Log, cfg.MaxPending = 4, 20*time.Second, warnings(t), 1024
 	agent := test.NewInMemAgent()
 	var mu sync.Mutex
 	var members []*pcluster.Cluster // the workers, oldest first
@@ -130,3 +133,34 @@ func TestChurn(t *testing.T) {
 		}
 	}
 }
+
+// warnings is a logger that keeps the runtime's warnings and errors, and
+// shows the last 100 lines if t fails: the run's own account of what went
+// wrong in a churn that cannot be replayed at will.
+func warnings(t *testing.T) *logrus.Logger {
+	var mu sync.Mutex
+	var lines []string
+	l := logrus.New()
+	l.SetLevel(logrus.WarnLevel)
+	l.SetOutput(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if lines = append(lines, strings.TrimSuffix(string(p), "\n")); len(lines) > 100 {
+			lines = lines[1:]
+		}
+		return len(p), nil
+	}))
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if t.Failed() {
+			t.Logf("the members' last %d warnings:\n%s", len(lines), strings.Join(lines, "\n"))
+		}
+	})
+	return l
+}
+
+// writerFunc is an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
