@@ -62,6 +62,18 @@ func counterTask(t *testing.T) (*processorTask, *taskContext) {
 	return p, &taskContext{sys: sys, self: p.self}
 }
 
+// waitHeard waits up to 5 s until got, guarded by mu, holds n entries.
+func waitHeard(mu *sync.Mutex, got *[]string, n int) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		k := len(*got)
+		mu.Unlock()
+		if k >= n {
+			return
+		}
+	}
+}
+
 func (c *taskContext) give(p *processorTask, msgs ...any) {
 	for _, m := range msgs {
 		c.msg = m
@@ -98,14 +110,7 @@ func TestMoveHandsOnHeldInput(t *testing.T) {
 	}))
 	ctx.give(p, &grain.Incoming{}, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}), &messages.Drain{FromTask: 0},
 		&grain.Moved{Activate: func() (*actor.PID, error) { return to, nil }})
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n == 3 || time.Now().After(deadline) {
-			break
-		}
-	}
+	waitHeard(&mu, &got, 3)
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []string{"state", "batch", "drain"}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
@@ -265,14 +270,7 @@ func TestMoveFindsTheNewActivationAgain(t *testing.T) {
 		activations = activations[1:]
 		return pid, nil
 	}})
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n == 2 || time.Now().After(deadline) {
-			break
-		}
-	}
+	waitHeard(&mu, &got, 2)
 	mu.Lock()
 	defer mu.Unlock()
 	if want := []string{"state 2 keys", "processor state"}; fmt.Sprint(got) != fmt.Sprint(want) {

@@ -256,10 +256,10 @@ func (s *spoutTask) holdStart(m *messages.StartSpout) bool {
 
 // claimFirst asks, aside, whether another member holds the task still,
 // and has it move here (Incoming and its state follow); it says whether
-// the start must wait for the answer. The
-// members that know of a join ask the member that joined for the task
-// before the task's old member moves it there, and the run's start after
-// a member left may be the first to come.
+// the start must wait for the answer. The members that know of a join ask
+// the member that joined for the task before the task's old member moves
+// it there, and the run's start after a member left may be the first to
+// come.
 func (s *spoutTask) claimFirst() bool {
 	if s.claim != noClaim {
 		return s.claim == claiming
@@ -268,17 +268,10 @@ func (s *spoutTask) claimFirst() bool {
 	if s.res.c == nil {
 		return false
 	}
-	cl, ok := s.res.c.IdentityLookup.(grain.Claimer)
-	id := s.env.topo.identity(s.task)
-	if !ok || cl.Predecessor(KindSpout, id) == "" {
+	if !askClaim(s.res.c, s.root, s.self, KindSpout, s.env.topo.identity(s.task)) {
 		return false // a cluster of one: no other member held it
 	}
-	s.claim = claiming
-	self, root := s.self, s.root
-	go func() {
-		moving, err := cl.Claim(KindSpout, id)
-		root.Send(self, &claimed{moving: moving, err: err})
-	}()
+	s.claim = claiming // the answer comes after this message
 	return true
 }
 

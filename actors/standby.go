@@ -454,15 +454,24 @@ type claimed struct {
 // earlier one lives and moves here holds part of the state that comes,
 // and the two would add up twice. It says whether it asked.
 func (p *processorTask) claim() bool {
-	cl, ok := p.res.c.IdentityLookup.(grain.Claimer)
-	id := p.env.topo.identity(p.task)
-	if _, counter := p.user.(counted); !ok || !counter || cl.Predecessor(KindCounter, id) == "" {
-		return false // a cluster of one: no other member held it
+	if _, counter := p.user.(counted); !counter || !askClaim(p.res.c, p.root, p.self, KindCounter, p.env.topo.identity(p.task)) {
+		return false
 	}
-	p.await()
-	self, root := p.self, p.root
+	p.await() // the answer comes after this message
+	return true
+}
+
+// askClaim asks aside, through c's placement, that another member holding
+// the grain kind/id move it here; the answer comes to self as *claimed. It
+// says whether it asked: not in a cluster of one, where no other member
+// held it.
+func askClaim(c *cluster.Cluster, root *actor.RootContext, self *actor.PID, kind, id string) bool {
+	cl, ok := c.IdentityLookup.(grain.Claimer)
+	if !ok || cl.Predecessor(kind, id) == "" {
+		return false
+	}
 	go func() {
-		moving, err := cl.Claim(KindCounter, id)
+		moving, err := cl.Claim(kind, id)
 		root.Send(self, &claimed{moving: moving, err: err})
 	}()
 	return true
