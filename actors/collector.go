@@ -472,10 +472,13 @@ func (c *Collector) flushFails() {
 }
 
 // decode turns a batch into tuples that point into it, in buf's array if
-// it has room.
-func decode(b *messages.TupleBatch, buf []Tuple) ([]Tuple, error) {
-	if err := unframe(b); err != nil {
-		return nil, err
+// it has room. A frame is decoded into the arrays of a batch from r, if it
+// has one.
+func decode(b *messages.TupleBatch, buf []Tuple, r *recycler) ([]Tuple, error) {
+	if len(b.Frame) > 0 {
+		if err := unframe(b, r.columns()); err != nil {
+			return nil, err
+		}
 	}
 	ts := buf[:0]
 	if n := len(b.AnchorCounts); cap(ts) >= n {

@@ -110,7 +110,7 @@ func (w *wiring) received(t *testing.T, task uint32) []*Tuple {
 	t.Helper()
 	var out []*Tuple
 	for _, b := range w.tuples[task] {
-		ts, err := decode(b, nil)
+		ts, err := decode(b, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +228,7 @@ func TestDecodeRejectsMalformed(t *testing.T) {
 		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{0}, ContentIds: []uint64{1}},                          // lineage half there
 		{AnchorCounts: []uint32{0}, ValueCounts: []uint32{0}, ContentIds: []uint64{1, 2}, Times: []int64{1, 2}}, // lineage too long
 	} {
-		if _, err := decode(b, nil); err == nil {
+		if _, err := decode(b, nil, nil); err == nil {
 			t.Errorf("decode(%v) accepted a malformed batch", b)
 		}
 	}

@@ -70,7 +70,7 @@ func BenchmarkCounterActor(b *testing.B) {
 	w := &wiring{env: rt.env, tuples: map[uint32][]*messages.TupleBatch{}}
 	col := w.collector(1)
 	for _, m := range batches {
-		ts, err := decode(m, nil)
+		ts, err := decode(m, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func BenchmarkCounterQuery(b *testing.B) {
 		shards[i] = &messages.TupleBatch{}
 	}
 	for _, m := range batches {
-		ts, _ := decode(m, nil)
+		ts, _ := decode(m, nil, nil)
 		for i := range ts {
 			bare.Process(&ts[i], col)
 			v := ts[i].Values()[0]

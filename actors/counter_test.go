@@ -43,7 +43,7 @@ func batchOf(ups []update) *messages.TupleBatch {
 // feed hands ups to k as one batch and says, per tuple, "ack" or "fail".
 func feed(t *testing.T, k *Counter, ups []update) []string {
 	t.Helper()
-	ts, err := decode(batchOf(ups), nil)
+	ts, err := decode(batchOf(ups), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,7 +204,7 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 	if p.col == nil {
 		return
 	}
-	ts, err := decode(m, p.ts)
+	ts, err := decode(m, p.ts, &p.env.recycle)
 	if err != nil {
 		p.env.log.WithError(err).Errorf("processor %s/%d: dropped a malformed batch; its roots will time out", p.info.Component, p.info.Index)
 		return

@@ -50,6 +50,16 @@ func (r *recycler) tupleBatch(task uint32, n int, tracked bool) *messages.TupleB
 	return b
 }
 
+// columns returns a recycled batch whose arrays a frame can be decoded
+// into, or nil (none, or no recycler).
+func (r *recycler) columns() *messages.TupleBatch {
+	if r == nil {
+		return nil
+	}
+	b, _ := r.tuples.Get().(*messages.TupleBatch)
+	return b
+}
+
 // track returns an empty Track from task.
 func (r *recycler) track(task uint32) *messages.Track {
 	t, ok := r.tracks.Get().(*messages.Track)

@@ -3,6 +3,7 @@ package actors
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -148,13 +149,13 @@ func putColumn[T uint32 | uint64](f []byte, col []T) int {
 	return size * len(col)
 }
 
-// unframe fills b's columns from b.Frame, if it has one. The values are
-// substrings of the frame's last part, which nobody writes; the number
-// columns are the frame's array too, each in its own part of it and capped
-// (a recycled batch that appends past one writes elsewhere), but for the
-// times, a count column the header gives, and every column on a machine
-// that is not little-endian, which are new arrays.
-func unframe(b *messages.TupleBatch) error {
+// unframe fills b's columns from b.Frame, if it has one, in the arrays of
+// into (a recycled batch's, so that a member that takes batches from
+// others does not make new arrays for each; nil: new ones). The numbers
+// are copied out of the frame, so the columns can grow when the batch is
+// used again, and only the values, substrings of the frame's last part
+// (which nobody writes), keep the frame.
+func unframe(b, into *messages.TupleBatch) error {
 	f := b.Frame
 	if len(f) == 0 {
 		return nil
@@ -191,36 +192,34 @@ func unframe(b *messages.TupleBatch) error {
 	if fixed > uint64(len(f)) {
 		return fmt.Errorf("tuple batch from task %d: a frame of %d bytes, want at least %d for %d tuples", b.FromTask, len(f), fixed, n)
 	}
+	if into == nil {
+		into = &messages.TupleBatch{}
+	}
 	off := frameHeader
-	col64 := func(k uint64) []uint64 {
-		c := column[uint64](f[off:], k)
-		off += 8 * int(k)
-		return c
-	}
-	spring, tuple, content, starts := col64(na), col64(na), col64(nl), col64(nr)
-	col32 := func(k uint64) []uint32 {
-		c := column[uint32](f[off:], k)
-		off += 4 * int(k)
-		return c
-	}
-	times, err := unrun(starts, col32(nr), nl)
+	spring := readColumn(into.SpringIds, f, &off, na)
+	tuple := readColumn(into.TupleIds, f, &off, na)
+	content := readColumn(into.ContentIds, f, &off, nl)
+	starts := f[off:]
+	off += 8 * int(nr)
+	times, err := unrun(into.Times, starts, f[off:], nr, nl)
 	if err != nil {
 		return fmt.Errorf("tuple batch from task %d: %w", b.FromTask, err)
 	}
-	counts := func(e uint32) []uint32 {
+	off += 4 * int(nr)
+	counts := func(dst []uint32, e uint32) []uint32 {
 		if e == varies {
-			return col32(n)
+			return readColumn(dst, f, &off, n)
 		}
-		c := make([]uint32, n)
-		for i := range c {
-			c[i] = e
+		dst = slices.Grow(dst[:0], int(n))[:n]
+		for i := range dst {
+			dst[i] = e
 		}
-		return c
+		return dst
 	}
-	anchors, values := counts(eachAnchors), counts(eachValues)
+	anchors, values := counts(into.AnchorCounts, eachAnchors), counts(into.ValueCounts, eachValues)
 	data := f[fixed:]
 	all := unsafe.String(unsafe.SliceData(data), len(data))
-	vals, at := make([]string, nv), 0
+	vals, at := slices.Grow(into.Values[:0], int(nv))[:nv], 0
 	for i := range vals {
 		l := le.Uint32(f[off+4*i:])
 		if uint64(l) > uint64(len(all)-at) {
@@ -236,10 +235,14 @@ func unframe(b *messages.TupleBatch) error {
 	return nil
 }
 
-// unrun returns the column of nl times that runs of lengths give.
-func unrun(starts []uint64, lengths []uint32, nl uint64) ([]int64, error) {
+// unrun returns the column of nl times that nr runs give, in dst's array:
+// the runs' first times are the u64s at the start of starts, their lengths
+// the u32s at the start of lengths.
+func unrun(dst []int64, starts, lengths []byte, nr, nl uint64) ([]int64, error) {
+	le := binary.LittleEndian
 	var sum uint64
-	for i, l := range lengths {
+	for i := range nr {
+		l := le.Uint32(lengths[4*i:])
 		if l == 0 {
 			return nil, fmt.Errorf("run %d of times is empty", i)
 		}
@@ -249,39 +252,37 @@ func unrun(starts []uint64, lengths []uint32, nl uint64) ([]int64, error) {
 		return nil, fmt.Errorf("runs of times for %d tuples, want %d", sum, nl)
 	}
 	if nl == 0 {
-		return nil, nil
+		return dst[:0], nil
 	}
-	times := make([]int64, 0, nl)
-	for i, l := range lengths {
-		for range l {
-			times = append(times, int64(starts[i]))
+	times := slices.Grow(dst[:0], int(nl))
+	for i := range nr {
+		t := int64(le.Uint64(starts[8*i:]))
+		for range le.Uint32(lengths[4*i:]) {
+			times = append(times, t)
 		}
 	}
 	return times, nil
 }
 
-// column returns the k little-endian numbers at the start of f: f itself
-// read as a []T when this machine is little-endian and f is aligned for T
-// (a frame decoded by protobuf is a fresh array, and its columns are laid
-// out aligned), a copy otherwise.
-func column[T uint32 | uint64](f []byte, k uint64) []T {
-	if k == 0 {
-		return nil
+// readColumn reads the k little-endian numbers at f[*off:] into dst's
+// array, and moves *off past them: one copy on a little-endian machine.
+func readColumn[T uint32 | uint64](dst []T, f []byte, off *int, k uint64) []T {
+	size := int(unsafe.Sizeof(T(0)))
+	src := f[*off : *off+size*int(k)]
+	*off += len(src)
+	dst = slices.Grow(dst[:0], int(k))[:k]
+	if littleEndian {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), len(src)), src)
+		return dst
 	}
-	size := uint64(unsafe.Sizeof(T(0)))
-	p := unsafe.Pointer(unsafe.SliceData(f))
-	if littleEndian && uintptr(p)%uintptr(size) == 0 {
-		return unsafe.Slice((*T)(p), k)[:k:k]
-	}
-	out := make([]T, k)
-	for i := range out {
+	for i := range dst {
 		if size == 8 {
-			out[i] = T(binary.LittleEndian.Uint64(f[8*i:]))
+			dst[i] = T(binary.LittleEndian.Uint64(src[8*i:]))
 		} else {
-			out[i] = T(binary.LittleEndian.Uint32(f[4*i:]))
+			dst[i] = T(binary.LittleEndian.Uint32(src[4*i:]))
 		}
 	}
-	return out
+	return dst
 }
 
 // littleEndian says whether this machine stores numbers as a frame does.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"log/slog"
@@ -92,7 +93,7 @@ func TestFrameTimeRuns(t *testing.T) {
 		if got := binary.LittleEndian.Uint32(b.Frame[16:]); got != tc.runs {
 			t.Errorf("times %v: %d runs in the frame, want %d", tc.times, got, tc.runs)
 		}
-		ts, err := decode(b, nil)
+		ts, err := decode(b, nil, nil)
 		if err != nil || len(ts) != len(tc.times) {
 			t.Fatalf("times %v: decoded %d tuples, %v", tc.times, len(ts), err)
 		}
@@ -155,7 +156,7 @@ func TestMalformedFrame(t *testing.T) {
 			if tc.extra {
 				b.Values = []string{"z"}
 			}
-			ts, err := decode(b, nil)
+			ts, err := decode(b, nil, nil)
 			if tc.want == "varied" {
 				if err != nil || len(ts) != 2 || len(ts[0].Roots()) != 0 || !slices.Equal(ts[1].Roots(), []uint64{7, 8}) ||
 					!slices.Equal(ts[0].Values(), []string{"ab"}) || len(ts[1].Values()) != 0 || ts[1].Time() != 0 {
@@ -212,7 +213,7 @@ func BenchmarkTupleBatchWire(b *testing.B) {
 			if err := proto.Unmarshal(data, got); err != nil {
 				b.Fatal(err)
 			}
-			if buf, err = decode(got, buf); err != nil || len(buf) != 512 {
+			if buf, err = decode(got, buf, nil); err != nil || len(buf) != 512 {
 				b.Fatalf("decoded %d tuples: %v", len(buf), err)
 			}
 		}
@@ -271,7 +272,7 @@ func TestSendTuplesRecyclesFramed(t *testing.T) {
 		if (m != b) != tc.remote || (len(m.Frame) > 0) != tc.remote {
 			t.Fatalf("%s: the batch itself arrived %v, framed %v", tc.name, m == b, len(m.Frame) > 0)
 		}
-		if err := unframe(m); err != nil {
+		if err := unframe(m, nil); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		if !proto.Equal(m, want) {
@@ -279,6 +280,51 @@ func TestSendTuplesRecyclesFramed(t *testing.T) {
 		}
 		if recycled := b.Values[0] == ""; recycled != tc.remote {
 			t.Errorf("%s: the sender's batch recycled %v, want %v", tc.name, recycled, tc.remote)
+		}
+	}
+}
+
+// TestUnframeFillsGivenArrays: a frame is decoded into the arrays of the
+// batch it is given (a recycled one), and its numbers are copies: the
+// columns grow and change without touching the frame, so a recycled
+// batch can be filled again.
+func TestUnframeFillsGivenArrays(t *testing.T) {
+	src := &messages.TupleBatch{FromTask: 3, AnchorCounts: []uint32{1, 2, 0}, SpringIds: []uint64{7, 8, 9}, TupleIds: []uint64{10, 11, 12},
+		ValueCounts: []uint32{1, 1, 2}, Values: []string{"a", "bc", "", "d"}, ContentIds: []uint64{1, 2, 3}, Times: []int64{5, 5, 6}}
+	want := proto.Clone(src).(*messages.TupleBatch)
+	for _, tc := range []struct {
+		name string
+		into *messages.TupleBatch
+	}{
+		{"new arrays", nil},
+		{"recycled arrays", &messages.TupleBatch{AnchorCounts: make([]uint32, 9, 64), SpringIds: make([]uint64, 1, 64), TupleIds: make([]uint64, 0, 64),
+			ValueCounts: make([]uint32, 0, 64), Values: make([]string, 2, 64), ContentIds: make([]uint64, 0, 64), Times: make([]int64, 5, 64)}},
+	} {
+		b := framed(proto.Clone(src).(*messages.TupleBatch))
+		raw := b.Frame
+		frame := slices.Clone(raw)
+		if err := unframe(b, tc.into); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !proto.Equal(b, want) {
+			t.Fatalf("%s: decoded %v, want %v", tc.name, b, want)
+		}
+		if in := tc.into; in != nil {
+			for name, same := range map[string]bool{
+				"AnchorCounts": &b.AnchorCounts[0] == &in.AnchorCounts[:1][0], "SpringIds": &b.SpringIds[0] == &in.SpringIds[:1][0],
+				"TupleIds": &b.TupleIds[0] == &in.TupleIds[:1][0], "ValueCounts": &b.ValueCounts[0] == &in.ValueCounts[:1][0],
+				"Values": &b.Values[0] == &in.Values[:1][0], "ContentIds": &b.ContentIds[0] == &in.ContentIds[:1][0],
+				"Times": &b.Times[0] == &in.Times[:1][0],
+			} {
+				if !same {
+					t.Errorf("%s: %s is a new array, not the one given", tc.name, name)
+				}
+			}
+		}
+		b.SpringIds[0], b.TupleIds[0], b.ContentIds[0], b.AnchorCounts[0] = 0, 0, 0, 0
+		b.SpringIds = append(b.SpringIds, 99)
+		if !bytes.Equal(raw, frame) {
+			t.Errorf("%s: writing the columns changed the frame", tc.name)
 		}
 	}
 }
