@@ -2,6 +2,7 @@ package actors
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -419,6 +420,65 @@ func TestAckHold(t *testing.T) {
 			h = ackHold{} // the flushAcks came
 			if _, queue := h.after(tc.delay); !queue {
 				t.Fatal("after a flushAcks, the next batch queues none")
+			}
+		})
+	}
+}
+
+// TestPanicInProcessFailsThatTuple: a Process that panics fails the tuple
+// it panicked on (its root replays) and the batch goes on with the next
+// one, wherever in the batch the panics fall; every tuple is done after.
+func TestPanicInProcessFailsThatTuple(t *testing.T) {
+	cases := []struct {
+		name   string
+		panics []string // the values Process panics on
+	}{
+		{"none", nil},
+		{"first", []string{"0"}},
+		{"last", []string{"3"}},
+		{"two in a row", []string{"1", "2"}},
+		{"all", []string{"0", "1", "2", "3"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWiring(t, 1) // batches of 4
+			spout := w.collector(0)
+			for i := range 4 {
+				if _, err := spout.emitRoot(uint64(100+i), uint64(i), 0, strconv.Itoa(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			spout.flush()
+			var acked []string
+			user := procFunc(func(tu *Tuple, c *Collector) {
+				if slices.Contains(tc.panics, tu.Values()[0]) {
+					panic("broke on " + tu.Values()[0])
+				}
+				acked = append(acked, tu.Values()[0])
+				c.Ack(tu)
+			})
+			p := &processorTask{env: w.env, task: 1, info: w.env.topo.taskInfo(1), user: user}
+			p.col = w.collector(1)
+			ts, err := decode(w.tuples[1][0], nil, nil)
+			if err != nil || len(ts) != 4 {
+				t.Fatalf("decoded %d tuples, %v", len(ts), err)
+			}
+			for i := 0; i < len(ts); {
+				i = p.process(ts, i)
+			}
+			p.col.flush()
+			var want []string
+			for i := range 4 {
+				if v := strconv.Itoa(i); !slices.Contains(tc.panics, v) {
+					want = append(want, v)
+				}
+			}
+			var failed int
+			for _, f := range w.fails {
+				failed += len(f.SpringIds)
+			}
+			if !slices.Equal(acked, want) || failed != len(tc.panics) || !allDone(ts) {
+				t.Errorf("acked %v (want %v), %d roots failed (want %d), all done %v", acked, want, failed, len(tc.panics), allDone(ts))
 			}
 		})
 	}

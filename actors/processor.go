@@ -216,8 +216,8 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 	if c, ok := p.user.(counted); ok {
 		c.counter().warm(ts)
 	}
-	for i := range ts {
-		p.process(&ts[i])
+	for i := 0; i < len(ts); {
+		i = p.process(ts, i)
 	}
 	p.st.Processed += uint64(len(ts))
 	if p.reuse && allDone(ts) && rep == nil { // a batch sent to the standby is not the task's to reuse
@@ -418,20 +418,29 @@ func (p *processorTask) report(to *actor.PID) {
 		Processed: p.st.Processed, Error: p.st.Error})
 }
 
-// process runs user code on one tuple; a panic fails the tuple (its root
-// replays) instead of killing the task.
-func (p *processorTask) process(t *Tuple) {
+// process runs user code on ts from i on and returns len(ts); a panic
+// fails the tuple it came from (its root replays) instead of killing the
+// task, and process returns the index after that tuple. One recovery
+// covers the run of tuples, not one per tuple (about 4 ns a tuple in the
+// members' profiles).
+func (p *processorTask) process(ts []Tuple, i int) (next int) {
 	if p.user == nil {
-		p.col.Fail(t)
-		return
+		for ; i < len(ts); i++ {
+			p.col.Fail(&ts[i])
+		}
+		return i
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			p.env.log.Errorf("processor %s/%d: panic in Process, tuple failed: %v\n%s", p.info.Component, p.info.Index, r, debug.Stack())
-			p.col.Fail(t)
+			p.col.Fail(&ts[next])
+			next++
 		}
 	}()
-	p.user.Process(t, p.col)
+	for next = i; next < len(ts); next++ {
+		p.user.Process(&ts[next], p.col)
+	}
+	return next
 }
 
 // drain counts upstream tasks that are done; after the last one the task
