@@ -161,7 +161,7 @@ func (s *standbyTask) apply(m *messages.StandbyBatch) *messages.StandbyApplied {
 	if !s.synced || s.user == nil {
 		return &messages.StandbyApplied{Seq: m.Seq, NeedSnapshot: true}
 	}
-	ts, err := decode(m.Batch, s.ts, nil) // a standby keeps no batch: new arrays
+	ts, err := decode(m.Batch, s.ts, nil) // new arrays: a standby hands no batch back, so it would drain the pool
 	if err != nil {
 		s.env.log.WithError(err).Errorf("standby of %s: a malformed batch; asking for the state again", s.key)
 		s.synced = false

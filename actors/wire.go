@@ -34,7 +34,7 @@ func framed(b *messages.TupleBatch) *messages.TupleBatch {
 }
 
 // A frame holds a tuple batch's columns as little-endian arrays, the
-// 8-byte ones first so that each starts 8-aligned:
+// 8-byte ones first:
 //
 //	header   8 × u32: n tuples, na anchors, nv values, nl lineage entries
 //	         (0 or n), nr runs of equal times, the anchors and the values

@@ -291,49 +291,52 @@ func TestSendTuplesRecyclesFramed(t *testing.T) {
 // columns grow and change without touching the frame, so a recycled
 // batch can be filled again.
 func TestUnframeFillsGivenArrays(t *testing.T) {
-	src := &messages.TupleBatch{FromTask: 3, AnchorCounts: []uint32{1, 2, 0}, SpringIds: []uint64{7, 8, 9}, TupleIds: []uint64{10, 11, 12},
-		ValueCounts: []uint32{1, 1, 2}, Values: []string{"a", "bc", "", "d"}, ContentIds: []uint64{1, 2, 3}, Times: []int64{5, 5, 6}}
-	want := proto.Clone(src).(*messages.TupleBatch)
-	for _, tc := range []struct {
-		name string
-		into *messages.TupleBatch
-	}{
-		{"new arrays", nil},
-		{"recycled arrays", &messages.TupleBatch{AnchorCounts: make([]uint32, 9, 64), SpringIds: make([]uint64, 1, 64), TupleIds: make([]uint64, 0, 64),
-			ValueCounts: make([]uint32, 0, 64), Values: make([]string, 2, 64), ContentIds: make([]uint64, 0, 64), Times: make([]int64, 5, 64)}},
-	} {
-		b := framed(proto.Clone(src).(*messages.TupleBatch))
-		raw := b.Frame
-		frame := slices.Clone(raw)
-		if err := unframe(b, tc.into); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		if !proto.Equal(b, want) {
-			t.Fatalf("%s: decoded %v, want %v", tc.name, b, want)
-		}
-		if in := tc.into; in != nil {
-			for name, same := range map[string]bool{
-				"AnchorCounts": &b.AnchorCounts[0] == &in.AnchorCounts[:1][0], "SpringIds": &b.SpringIds[0] == &in.SpringIds[:1][0],
-				"TupleIds": &b.TupleIds[0] == &in.TupleIds[:1][0], "ValueCounts": &b.ValueCounts[0] == &in.ValueCounts[:1][0],
-				"Values": &b.Values[0] == &in.Values[:1][0], "ContentIds": &b.ContentIds[0] == &in.ContentIds[:1][0],
-				"Times": &b.Times[0] == &in.Times[:1][0],
-			} {
-				if !same {
-					t.Errorf("%s: %s is a new array, not the one given", tc.name, name)
+	sources := map[string]*messages.TupleBatch{
+		"counts in columns": {FromTask: 3, AnchorCounts: []uint32{1, 2, 0}, SpringIds: []uint64{7, 8, 9}, TupleIds: []uint64{10, 11, 12},
+			ValueCounts: []uint32{1, 1, 2}, Values: []string{"a", "bc", "", "d"}, ContentIds: []uint64{1, 2, 3}, Times: []int64{5, 5, 6}},
+		"counts in the header": {FromTask: 3, AnchorCounts: []uint32{1, 1, 1}, SpringIds: []uint64{7, 8, 9}, TupleIds: []uint64{10, 11, 12},
+			ValueCounts: []uint32{1, 1, 1}, Values: []string{"a", "bc", ""}, ContentIds: []uint64{1, 2, 3}, Times: []int64{5, 5, 6}},
+	}
+	recycled := func() *messages.TupleBatch { // arrays with room, some holding what their last batch left
+		return &messages.TupleBatch{AnchorCounts: slices.Grow([]uint32{9, 9, 9, 9, 9, 9, 9, 9, 9}, 55), SpringIds: make([]uint64, 1, 64), TupleIds: make([]uint64, 0, 64),
+			ValueCounts: slices.Grow([]uint32{4, 4}, 62), Values: make([]string, 2, 64), ContentIds: make([]uint64, 0, 64), Times: make([]int64, 5, 64)}
+	}
+	for name, src := range sources {
+		for _, into := range []*messages.TupleBatch{nil, recycled()} {
+			b := framed(proto.Clone(src).(*messages.TupleBatch))
+			raw := b.Frame
+			frame := slices.Clone(raw)
+			if err := unframe(b, into); err != nil {
+				t.Fatalf("%s, recycled %v: %v", name, into != nil, err)
+			}
+			if !proto.Equal(b, src) {
+				t.Fatalf("%s, recycled %v: decoded %v, want %v", name, into != nil, b, src)
+			}
+			if into != nil {
+				for col, same := range map[string]bool{
+					"AnchorCounts": &b.AnchorCounts[0] == &into.AnchorCounts[:1][0], "SpringIds": &b.SpringIds[0] == &into.SpringIds[:1][0],
+					"TupleIds": &b.TupleIds[0] == &into.TupleIds[:1][0], "ValueCounts": &b.ValueCounts[0] == &into.ValueCounts[:1][0],
+					"Values": &b.Values[0] == &into.Values[:1][0], "ContentIds": &b.ContentIds[0] == &into.ContentIds[:1][0],
+					"Times": &b.Times[0] == &into.Times[:1][0],
+				} {
+					if !same {
+						t.Errorf("%s: %s is a new array, not the one given", name, col)
+					}
 				}
 			}
-		}
-		b.SpringIds[0], b.TupleIds[0], b.ContentIds[0], b.AnchorCounts[0] = 0, 0, 0, 0
-		b.SpringIds = append(b.SpringIds, 99)
-		if !bytes.Equal(raw, frame) {
-			t.Errorf("%s: writing the columns changed the frame", tc.name)
+			b.SpringIds[0], b.TupleIds[0], b.ContentIds[0], b.AnchorCounts[0] = 0, 0, 0, 0
+			b.SpringIds = append(b.SpringIds, 99)
+			if !bytes.Equal(raw, frame) {
+				t.Errorf("%s, recycled %v: writing the columns changed the frame", name, into != nil)
+			}
 		}
 	}
 }
 
 // FuzzDecodeFrame: whatever bytes come as a frame, decoding them never
-// panics or reads past them, into new arrays or a recycled batch's; a
-// frame it accepts is a batch that frames again to the same batch.
+// panics or reads past them, and gives the same batch or error into new
+// arrays as into a recycled batch's; a frame it accepts is a batch that
+// frames again to the same batch.
 func FuzzDecodeFrame(f *testing.F) {
 	for _, b := range []*messages.TupleBatch{
 		{FromTask: 3, AnchorCounts: []uint32{1, 1}, SpringIds: []uint64{7, 8}, TupleIds: []uint64{9, 10},
@@ -343,19 +346,24 @@ func FuzzDecodeFrame(f *testing.F) {
 		{FromTask: 1, AnchorCounts: []uint32{1, 1, 1}, SpringIds: []uint64{1, 1, 2}, TupleIds: []uint64{3, 4, 5},
 			ValueCounts: []uint32{2, 2, 2}, Values: []string{"", "\xff", "a", "b", "c", "d"}, ContentIds: []uint64{6, 7, 8}, Times: []int64{-1, -1, 9}},
 	} {
+		want := proto.Clone(b).(*messages.TupleBatch)
 		frame(b)
-		f.Add(b.Frame, false)
-		f.Add(b.Frame, true)
-	}
-	f.Fuzz(func(t *testing.T, data []byte, recycled bool) {
-		var r *recycler
-		if recycled {
-			r = &recycler{}
-			r.doneTuples(&messages.TupleBatch{AnchorCounts: make([]uint32, 5, 8), SpringIds: make([]uint64, 3, 4),
-				TupleIds: make([]uint64, 9, 9), ValueCounts: make([]uint32, 1, 2), Values: make([]string, 2, 16), Times: make([]int64, 1, 64)})
+		if err := unframe(proto.Clone(b).(*messages.TupleBatch), nil); err != nil {
+			f.Fatalf("a seed does not decode: %v (%v)", err, want)
 		}
-		b := &messages.TupleBatch{FromTask: 1, Frame: slices.Clone(data)}
-		ts, err := decode(b, nil, r)
+		f.Add(b.Frame)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b := &messages.TupleBatch{FromTask: 1, Frame: slices.Clip(slices.Clone(data))}
+		r := &recycler{} // a batch whose arrays have room and hold what their last batch left
+		r.doneTuples(&messages.TupleBatch{AnchorCounts: slices.Grow([]uint32{7, 7, 7, 7, 7}, 3), SpringIds: slices.Grow([]uint64{1, 2, 3}, 1),
+			TupleIds: make([]uint64, 9, 9), ValueCounts: slices.Grow([]uint32{5}, 1), Values: make([]string, 2, 16), Times: slices.Grow([]int64{4}, 63)})
+		rb := &messages.TupleBatch{FromTask: 1, Frame: slices.Clip(slices.Clone(data))}
+		ts, err := decode(b, nil, nil)
+		rts, rerr := decode(rb, nil, r)
+		if (err == nil) != (rerr == nil) || (err == nil && (!proto.Equal(b, rb) || len(ts) != len(rts))) {
+			t.Fatalf("into new arrays: %v, %v; into recycled ones: %v, %v", b, err, rb, rerr)
+		}
 		if err != nil {
 			return
 		}

@@ -277,7 +277,9 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	}
 	// A received batch is read into a buffer from a pool, not a new one:
 	// protobuf copies what it keeps out of it (a fifth of the bytes a
-	// member that takes many batches made).
+	// member that takes many batches made). The pool keeps buffers by
+	// size class, a class's largest (docs/cluster.md); experimental in
+	// gRPC 1.60.
 	sopts = append(sopts, grpc.ReadBufferSize(streamBuffer), grpc.WriteBufferSize(streamBuffer),
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
 		experimental.RecvBufferPool(grpc.NewSharedBufferPool()))
