@@ -108,7 +108,9 @@ func TestChurn(t *testing.T) {
 			w := members[0]
 			members = members[1:]
 			mu.Unlock()
+			left := time.Now()
 			Leave(w, time.Second)
+			t.Logf("a leave took %v", time.Since(left).Round(time.Millisecond))
 		}()
 	})
 	changes.Wait()

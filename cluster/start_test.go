@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,14 +84,19 @@ func TestInsecureOnlyWhenSaid(t *testing.T) {
 }
 
 // fakeRemote is a remote whose graceful stop may panic, as Proto.Actor's
-// does when an endpoint reader closed its channel a moment before.
+// does when an endpoint reader closed its channel a moment before, or wait,
+// as it does for an endpoint writer that retries a member that left.
 type fakeRemote struct {
-	panics string // "race": as Proto.Actor's; "other": another panic
-	stops  []bool // the graceful flag of each Shutdown
+	panics  string // "race": as Proto.Actor's; "other": another panic; "stuck": no panic, waits until released
+	mu      sync.Mutex
+	stops   []bool // the graceful flag of each Shutdown
+	release chan struct{}
 }
 
 func (r *fakeRemote) Shutdown(graceful bool) {
+	r.mu.Lock()
 	r.stops = append(r.stops, graceful)
+	r.mu.Unlock()
 	switch {
 	case !graceful:
 	case r.panics == "race":
@@ -99,14 +105,16 @@ func (r *fakeRemote) Shutdown(graceful bool) {
 		ch <- true
 	case r.panics == "other":
 		panic("another bug")
+	case r.panics == "stuck":
+		<-r.release
 	}
 }
 
 func (r *fakeRemote) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// TestStopRemote: a remote whose graceful stop panics on a closed channel
-// is stopped at once instead, and that panic does not reach the member's
-// stop; any other panic does.
+// TestStopRemote: a remote whose graceful stop panics on a closed channel,
+// or is still waiting after its grace, has its server stopped at once, and
+// the member's stop goes on; any other panic reaches the member's stop.
 func TestStopRemote(t *testing.T) {
 	for _, tc := range []struct {
 		name, panics string
@@ -116,14 +124,18 @@ func TestStopRemote(t *testing.T) {
 		{"graceful", "", []bool{true}, false},
 		{"the race, then stopped at once", "race", []bool{true, false}, false},
 		{"another panic", "other", []bool{true}, true},
+		{"still waiting after its grace, then its server stopped at once", "stuck", []bool{true, false}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &fakeRemote{panics: tc.panics}
+			r := &fakeRemote{panics: tc.panics, release: make(chan struct{})}
+			defer close(r.release) // the graceful stop ends behind, as Proto.Actor's bounds end it
 			passed := func() (passed bool) {
 				defer func() { passed = recover() != nil }()
-				stopRemote(r)
+				stopRemote(r, 50*time.Millisecond)
 				return false
 			}()
+			r.mu.Lock()
+			defer r.mu.Unlock()
 			if !slices.Equal(r.stops, tc.want) || passed != tc.passed {
 				t.Fatalf("stops %v, panic passed %v; want %v, %v", r.stops, passed, tc.want, tc.passed)
 			}
