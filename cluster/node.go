@@ -372,7 +372,9 @@ const leaveGrace = 2 * time.Second
 // hold: they move to the members that own them without it (Evacuate); for
 // grace it still passes on what reaches it, while the others look grains
 // up again; then the provider learns that it leaves, and for grace more it
-// answers members that have not heard yet.
+// answers members that have not heard yet. Its remote's endpoint writers
+// may still be stopping, for up to about 20 s, after Leave returns
+// (stopRemote).
 func Leave(c *pcluster.Cluster, grace time.Duration) {
 	Evacuate(c)
 	time.Sleep(grace) // stragglers pass through while the others still take our messages

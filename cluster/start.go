@@ -59,25 +59,23 @@ func stopMember(c *pcluster.Cluster, ownership time.Duration) {
 	c.Logger().Info("Stopped Proto.Actor cluster", slog.String("address", c.ActorSystem.Address()))
 }
 
-// remoteGrace bounds the graceful stop of a member's remote. Proto.Actor's
-// waits up to 10 s for its endpoint writers to stop (one may still be
-// retrying a member that left), then gRPC's up to 10 s for the streams
-// other members opened. A member that stops has handed its grains over, told every other
-// member and stopped its actors, so what could still pass would be dropped
-// anyway. (The last two leaves of TestChurn took 12 s each, 8 of them in
-// that stop; the first two took 4.)
+// remoteGrace is how long a member that stops waits for its remote's
+// graceful stop before it stops the server at once. Proto.Actor's graceful
+// stop waits up to 10 s each for its activator and its endpoint writers
+// (one may still be retrying a member that left), then up to 10 s more
+// around gRPC's GracefulStop. A member that stops has handed its grains
+// over, told every other member and stopped its actors, so nothing that
+// could still pass would be delivered (docs/cluster.md: leaves).
 const remoteGrace = 2 * time.Second
 
-// stopRemote stops the remote gracefully, and its server at once if that
-// takes longer than grace; the rest of the graceful stop then goes on
-// behind, within Proto.Actor's own bounds. In this Proto.Actor version the
-// graceful stop can also panic with "send on closed channel": the endpoint
-// manager tells each endpoint reader's channel to disconnect, and a reader
-// whose peer has just gone (a driver that finished) closes its channel
-// before it takes it out of the map. The gRPC server, which the panic kept
-// from stopping, is then stopped at once too: the peers' streams are
-// broken either way. Any other panic is passed on, with the stack it came
-// from, or logged if the stop went on behind.
+// stopRemote stops the remote gracefully, or its server at once after
+// grace, the rest of the graceful stop going on behind within Proto.Actor's
+// bounds. Proto.Actor's graceful stop may panic with "send on closed
+// channel" (an endpoint reader whose peer has just gone closes its channel
+// before the manager tells it to disconnect; after the server stopped at
+// once, that is the usual end of the stop behind): the server then stops
+// at once too. Any other panic reaches the caller with its stack, or is
+// logged if the stop went on behind.
 func stopRemote(r remoteStopper, grace time.Duration) {
 	done := make(chan stopPanic, 1)
 	go func() {
@@ -108,7 +106,11 @@ func stopRemote(r remoteStopper, grace time.Duration) {
 			slog.Duration("after", grace))
 		r.Shutdown(false)
 		go func() {
-			if sp := <-done; sp.p != nil && !sp.closeRace() {
+			switch sp := <-done; {
+			case sp.p == nil:
+			case sp.closeRace():
+				r.Logger().Debug("stopping: the graceful stop behind ended on a closed connection", slog.Any("panic", sp.p))
+			default:
 				r.Logger().Error("stopping: the remote's graceful stop panicked", slog.Any("panic", sp.p), slog.String("stack", string(sp.stack)))
 			}
 		}()

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,9 +89,12 @@ func TestInsecureOnlyWhenSaid(t *testing.T) {
 // does when an endpoint reader closed its channel a moment before, or wait,
 // as it does for an endpoint writer that retries a member that left.
 type fakeRemote struct {
-	panics  string // "race": as Proto.Actor's; "other": another panic; "stuck": no panic, waits until released
+	// panics: "race", as Proto.Actor's; "other", another panic; "stuck",
+	// no panic, it waits until released; "stuck, then other", both
+	panics  string
 	mu      sync.Mutex
 	stops   []bool // the graceful flag of each Shutdown
+	log     bytes.Buffer
 	release chan struct{}
 }
 
@@ -97,47 +102,86 @@ func (r *fakeRemote) Shutdown(graceful bool) {
 	r.mu.Lock()
 	r.stops = append(r.stops, graceful)
 	r.mu.Unlock()
-	switch {
-	case !graceful:
-	case r.panics == "race":
+	if !graceful {
+		return
+	}
+	if strings.HasPrefix(r.panics, "stuck") {
+		<-r.release
+	}
+	switch r.panics {
+	case "race":
 		ch := make(chan bool, 1)
 		close(ch)
 		ch <- true
-	case r.panics == "other":
+	case "other", "stuck, then other":
 		panic("another bug")
-	case r.panics == "stuck":
-		<-r.release
 	}
 }
 
-func (r *fakeRemote) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func (r *fakeRemote) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.log.Write(b)
+}
+
+func (r *fakeRemote) Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(r, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
 
 // TestStopRemote: a remote whose graceful stop panics on a closed channel,
 // or is still waiting after its grace, has its server stopped at once, and
-// the member's stop goes on; any other panic reaches the member's stop.
+// the member's stop goes on; any other panic reaches the member's stop, or
+// the log if the graceful stop went on behind.
 func TestStopRemote(t *testing.T) {
 	for _, tc := range []struct {
 		name, panics string
+		grace        time.Duration
 		want         []bool
-		passed       bool // the panic reached the caller
+		passed       bool   // the panic reached the caller
+		logged       string // what the log says once the stop behind ends
 	}{
-		{"graceful", "", []bool{true}, false},
-		{"the race, then stopped at once", "race", []bool{true, false}, false},
-		{"another panic", "other", []bool{true}, true},
-		{"still waiting after its grace, then its server stopped at once", "stuck", []bool{true, false}, false},
+		{"graceful", "", time.Minute, []bool{true}, false, ""},
+		{"the race, then stopped at once", "race", time.Minute, []bool{true, false}, false, ""},
+		{"another panic", "other", time.Minute, []bool{true}, true, ""},
+		{"still waiting after its grace, then its server stopped at once", "stuck", 10 * time.Millisecond, []bool{true, false}, false, ""},
+		{"another panic behind, logged", "stuck, then other", 10 * time.Millisecond, []bool{true, false}, false, "another bug"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &fakeRemote{panics: tc.panics, release: make(chan struct{})}
-			defer close(r.release) // the graceful stop ends behind, as Proto.Actor's bounds end it
-			passed := func() (passed bool) {
-				defer func() { passed = recover() != nil }()
-				stopRemote(r, 50*time.Millisecond)
-				return false
+			var once sync.Once
+			release := func() { once.Do(func() { close(r.release) }) } // the stop behind ends, as Proto.Actor's bounds end it
+			defer release()
+			ret := make(chan bool, 1)
+			go func() {
+				defer func() { ret <- recover() != nil }()
+				stopRemote(r, tc.grace)
 			}()
+			var passed bool
+			select {
+			case passed = <-ret:
+			case <-time.After(5 * time.Second):
+				t.Fatal("stopRemote still waits for the graceful stop")
+			}
 			r.mu.Lock()
-			defer r.mu.Unlock()
-			if !slices.Equal(r.stops, tc.want) || passed != tc.passed {
-				t.Fatalf("stops %v, panic passed %v; want %v, %v", r.stops, passed, tc.want, tc.passed)
+			stops := slices.Clone(r.stops)
+			r.mu.Unlock()
+			if !slices.Equal(stops, tc.want) || passed != tc.passed {
+				t.Fatalf("stops %v, panic passed %v; want %v, %v", stops, passed, tc.want, tc.passed)
+			}
+			if tc.logged == "" {
+				return
+			}
+			release()
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				r.mu.Lock()
+				log := r.log.String()
+				r.mu.Unlock()
+				if strings.Contains(log, tc.logged) && strings.Contains(log, "level=ERROR") {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the log does not say %q at level ERROR:\n%s", tc.logged, log)
+				}
 			}
 		})
 	}

@@ -27,8 +27,10 @@ type runStats struct {
 }
 
 // shareOn is the share of the roots that ackers on the member at addr
-// tracked. A spout task gives its roots to the acker on its own member, so
-// it is the share of the input that member's spout task read.
+// tracked. A spout task gives its roots to the acker on its own member
+// while every member hosts one (the benchmark's three ackers are dealt out
+// over its three members), so it is the share of the input that member's
+// spout task read, replays counted again.
 func (st runStats) shareOn(addr string) float64 {
 	var on, all uint64
 	for _, a := range st.Ackers {
