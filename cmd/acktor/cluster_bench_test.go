@@ -69,12 +69,16 @@ func readRunStats(tb testing.TB, path string) runStats {
 // members together, each over its whole life; and the share of the lines
 // the driver's spout task read (driver-lines-%): the counters of a batch
 // job live on the driver, so the words of every other line cross to it,
-// and the share moves the cluster's cost from run to run.
+// and the share moves the cluster's cost from run to run. And the minor
+// page faults each run took (the three members' together), beside what one
+// costs on this machine, timed in the same iteration (fault-us, µs): each
+// member's heap grows from nothing while the run is timed, and where a
+// fault is dear (a virtual machine) three heaps weigh on the cluster.
 func BenchmarkClusterWordcount(b *testing.B) {
 	const lines = 1_000_000
 	dir := b.TempDir()
 	input, _ := writeInput(b, dir, lines)
-	var embedded, clustered, embCPU, clusterCPU, driverShare float64
+	var embedded, clustered, embCPU, clusterCPU, driverShare, embFaults, clusterFaults, faultCost float64
 	for i := range b.N {
 		emb := filepath.Join(dir, "embedded-"+strconv.Itoa(i)+".json")
 		cmd := exec.Command(os.Args[0], "wordcount", "--input", input, "--output", os.DevNull, "--stats", emb,
@@ -85,6 +89,7 @@ func BenchmarkClusterWordcount(b *testing.B) {
 		}
 		e := readRunStats(b, emb)
 		embCPU += cpu(cmd.ProcessState) / float64(e.Tuples)
+		embFaults += minorFaults(cmd.ProcessState)
 
 		sub := filepath.Join(dir, "cluster-"+strconv.Itoa(i))
 		if err := os.Mkdir(sub, 0o755); err != nil {
@@ -106,12 +111,14 @@ func BenchmarkClusterWordcount(b *testing.B) {
 		if err := driver.Wait(); err != nil {
 			b.Fatalf("driver: %v\n%s", err, tail)
 		}
-		spent := cpu(driver.ProcessState)
+		spent, faults := cpu(driver.ProcessState), minorFaults(driver.ProcessState)
 		for _, w := range []*exec.Cmd{w1, w2} {
 			_ = w.Process.Kill()
 			st, _ := w.Process.Wait()
-			spent += cpu(st)
+			spent, faults = spent+cpu(st), faults+minorFaults(st)
 		}
+		clusterFaults += faults
+		faultCost += pageFaultCost(b)
 		c := readRunStats(b, filepath.Join(sub, "stats.json"))
 		clusterCPU += spent / float64(c.Tuples)
 		driverShare += c.shareOn(addrs[0])
@@ -127,6 +134,9 @@ func BenchmarkClusterWordcount(b *testing.B) {
 	b.ReportMetric(embCPU/float64(b.N), "embedded-cpu-ns/tuple")
 	b.ReportMetric(clusterCPU/float64(b.N), "cluster-cpu-ns/tuple")
 	b.ReportMetric(100*driverShare/float64(b.N), "driver-lines-%")
+	b.ReportMetric(embFaults/float64(b.N), "embedded-faults")
+	b.ReportMetric(clusterFaults/float64(b.N), "cluster-faults")
+	b.ReportMetric(faultCost/float64(b.N), "fault-us")
 }
 
 // cpu is the CPU time a finished process took, user and system, in ns: all
