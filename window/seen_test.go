@@ -27,6 +27,9 @@ func TestSeenModel(t *testing.T) {
 			if i%7 == 0 { // changes nothing, ids known or not, 0 too
 				s.Warm([]uint64{id, 0, 1 + rng.Uint64N(5000)})
 			}
+			if i%1000 == 0 { // changes nothing either
+				s.Reserve(rng.IntN(2 * limit))
+			}
 			switch rng.IntN(10) {
 			case 0:
 				s.Release(tm, id)
@@ -71,6 +74,51 @@ func TestSeenModel(t *testing.T) {
 	s.Warm([]uint64{1, 0}) // no table yet
 	if fresh, err := s.Claim(0, 0); !fresh || err != nil {
 		t.Fatalf("id 0: %v, %v; want always new", fresh, err)
+	}
+}
+
+// TestSeenReserve: claiming as many new ids as reserved rebuilds nothing,
+// whatever was claimed and forgotten before, and a reserve stops at the
+// limit.
+func TestSeenReserve(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		before, reserved int
+		expire           bool
+	}{
+		{"empty", 0, 100_000, false},
+		{"some ids", 5000, 100_000, false},
+		{"some forgotten", 5000, 100_000, true},
+		{"nothing", 5000, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(tc.before)))
+			s := NewSeen(10, 0)
+			for range tc.before {
+				_, _ = s.Claim(0, rng.Uint64()|1)
+			}
+			if tc.expire {
+				s.Expire(10)
+			}
+			s.Reserve(tc.reserved)
+			slots := len(s.slots)
+			for range tc.reserved {
+				if fresh, err := s.Claim(10, rng.Uint64()|1); !fresh || err != nil {
+					t.Fatalf("claim: %v, %v", fresh, err)
+				}
+			}
+			if len(s.slots) != slots {
+				t.Fatalf("%d slots after Reserve(%d), %d after as many claims: a rebuild", slots, tc.reserved, len(s.slots))
+			}
+			if tc.reserved > 0 && len(s.slots) > 4*(s.Len()+1) {
+				t.Fatalf("%d slots for %d ids", len(s.slots), s.Len())
+			}
+		})
+	}
+	s := NewSeen(10, 1000)
+	s.Reserve(1 << 60)
+	if len(s.slots) > 2048 {
+		t.Fatalf("Reserve past the limit of 1000 ids made %d slots", len(s.slots))
 	}
 }
 
