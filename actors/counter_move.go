@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/window"
@@ -47,9 +48,10 @@ func (p *parts) flush() {
 
 // export hands the task's window, exactly-once ids and sketch columns to
 // send, in parts of about limit bytes (counterStateBytes), the task's
-// counters in the first.
+// counters and the number of ids in the first.
 func (k *Counter) export(limit int, send func(*messages.CounterState)) {
-	p := &parts{send: send, limit: limit, part: &messages.CounterState{Applied: k.st.Applied, Duplicates: k.st.Duplicates, Late: k.st.Late, Refused: k.st.Refused}}
+	p := &parts{send: send, limit: limit, part: &messages.CounterState{Applied: k.st.Applied, Duplicates: k.st.Duplicates, Late: k.st.Late, Refused: k.st.Refused,
+		IdCount: uint64(k.seen.Len())}}
 	k.w.Export(func(c window.Cell) bool {
 		m := p.part
 		m.Panes, m.Keys, m.Counts, m.Sums = append(m.Panes, c.Pane), append(m.Keys, c.Key), append(m.Counts, c.Count), append(m.Sums, c.Sum)
@@ -114,6 +116,7 @@ func (k *Counter) adopt(m *messages.CounterState) error {
 		return fmt.Errorf("counter: malformed state: %d panes, %d keys, %d counts, %d sums, %d id times, %d ids, %d/%d/%d repeat columns",
 			len(m.Panes), n, len(m.Counts), len(m.Sums), len(m.IdTimes), len(m.Ids), len(m.RepeatPanes), r, len(m.RepeatCounts))
 	}
+	k.seen.Reserve(int(min(m.IdCount, math.MaxInt32))) // a hint: the ids come in this part and the next
 	k.st.Applied += m.Applied
 	k.st.Duplicates += m.Duplicates
 	k.st.Late += m.Late

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -203,9 +204,22 @@ type ackTo struct {
 	m     *messages.AckBatch
 }
 
-// standbyWait bounds each part of a snapshot sent to a standby (256 KiB):
-// the task waits for nothing else meanwhile, queries included.
+// standbyWait bounds the standby's answer to a promote, and is how often a
+// counter task sending its state looks whether the standby's member is
+// still there.
 const standbyWait = time.Second
+
+// syncParts is how many parts of its state (256 KiB each) a counter task
+// has on their way to its standby at once, so that the two members work
+// on the state at the same time instead of in turn.
+const syncParts = 4
+
+// standbyPatience bounds the wait for a part's answer while the standby's
+// member is in the membership: a part may take seconds on a loaded member
+// (its table of millions of exactly-once ids growing), and a second's
+// bound gave the sync up there and began it again, over and over. The
+// task waits for nothing else meanwhile, queries included.
+const standbyPatience = 30 * time.Second
 
 // syncRetry is how long a counter task waits before it tries again to sync
 // a standby that did not take its state (its member may be dying): its
@@ -318,8 +332,9 @@ func (p *processorTask) retryStandby() {
 	}
 }
 
-// sync sends the standby the task's whole state, afresh. What the task
-// applied so far is then on the standby: the acks held go out.
+// sync sends the standby the task's whole state, afresh, syncParts parts
+// at a time. What the task applied so far is then on the standby: the
+// acks held go out.
 func (p *processorTask) sync(pid *actor.PID) {
 	p.rep.pid, p.rep.synced = pid, false
 	if !p.live(pid.Address) { // gone, or not yet seen: a part would wait for nothing
@@ -328,17 +343,24 @@ func (p *processorTask) sync(pid *actor.PID) {
 		return
 	}
 	p.root.Send(pid, &messages.StandbyReset{})
-	ok := true
+	var err error
+	var sent []*actor.Future // the parts not yet answered, oldest first
+	live := func() bool { return p.live(pid.Address) }
 	p.user.(counted).counter().export(counterStateBytes, func(st *messages.CounterState) {
-		if !ok {
-			return
+		if err == nil && len(sent) == syncParts {
+			err, sent = answered(sent[0], live, standbyWait), sent[1:]
 		}
-		if _, err := p.root.RequestFuture(pid, st, standbyWait).Result(); err != nil {
-			p.env.log.WithError(err).Warnf("counter %s/%d: sending its state to its standby; trying again with the next batch", p.info.Component, p.info.Index)
-			ok = false
+		if err == nil {
+			sent = append(sent, p.root.RequestFuture(pid, st, standbyPatience))
 		}
 	})
-	if !ok { // it may have moved: look it up again too
+	for _, f := range sent {
+		if err == nil {
+			err = answered(f, live, standbyWait)
+		}
+	}
+	if err != nil { // it may have moved: look it up again too
+		p.env.log.WithError(err).Warnf("counter %s/%d: sending its state to its standby; trying again with the next batch", p.info.Component, p.info.Index)
 		p.rep.retryAt, p.rep.epoch = p.env.now().Add(syncRetry), ^uint64(0)
 		p.armStandbyRetry()
 		return
@@ -346,6 +368,28 @@ func (p *processorTask) sync(pid *actor.PID) {
 	p.rep.synced, p.rep.syncedAt = true, p.rep.seq
 	p.releaseHeld(p.rep.seq)
 }
+
+// answered waits for a part's answer while live says the standby's member
+// is in this member's view, which it asks every interval.
+func answered(f *actor.Future, live func() bool, every time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Wait() }()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			if !live() {
+				return errStandbyGone
+			}
+		}
+	}
+}
+
+// errStandbyGone ends a sync whose standby's member left the view.
+var errStandbyGone = errors.New("the standby's member left")
 
 // replicate sends the batch just applied to the standby and holds its acks
 // until the standby has applied it too.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -127,5 +128,40 @@ func TestStandbyLookupFailedTriesAgain(t *testing.T) {
 	ctx.give(p, &standbyRetry{})
 	if p.rep.retrying {
 		t.Fatal("the retry is still due after it came")
+	}
+}
+
+// TestAnswered: a part's answer counts however long it takes while the
+// standby's member stays in the view (a standby growing its table of ids
+// took over a second, and a fixed second gave the sync up, over and over),
+// and the wait ends at the next look once the member has left.
+func TestAnswered(t *testing.T) {
+	p, _ := counterTask(t)
+	sys := p.root.ActorSystem()
+	slow := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*messages.CounterState); ok {
+			time.Sleep(300 * time.Millisecond)
+			c.Respond(&messages.CounterState{})
+		}
+	}))
+	for _, tc := range []struct {
+		name string
+		live bool
+		want error
+	}{
+		{"member stays", true, nil},
+		{"member left", false, errStandbyGone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := sys.Root.RequestFuture(slow, &messages.CounterState{}, time.Minute)
+			start := time.Now()
+			err := answered(f, func() bool { return tc.live }, 50*time.Millisecond)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("answered: %v, want %v", err, tc.want)
+			}
+			if took := time.Since(start); tc.want != nil && took > 250*time.Millisecond {
+				t.Fatalf("gave up after %v, want at the first look (50ms)", took)
+			}
+		})
 	}
 }

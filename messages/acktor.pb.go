@@ -1190,11 +1190,14 @@ type CounterState struct {
 	Refused    uint64 `protobuf:"varint,10,opt,name=refused,proto3" json:"refused,omitempty"`
 	// Its sketch columns: each key's panes of distinct values and of values
 	// seen, and the window of repeats (cells as above).
-	Sketches      []*SketchPane `protobuf:"bytes,11,rep,name=sketches,proto3" json:"sketches,omitempty"`
-	RepeatPanes   []int64       `protobuf:"varint,12,rep,packed,name=repeat_panes,json=repeatPanes,proto3" json:"repeat_panes,omitempty"`
-	RepeatKeys    []string      `protobuf:"bytes,13,rep,name=repeat_keys,json=repeatKeys,proto3" json:"repeat_keys,omitempty"`
-	RepeatCounts  []uint64      `protobuf:"varint,14,rep,packed,name=repeat_counts,json=repeatCounts,proto3" json:"repeat_counts,omitempty"`
-	Last          bool          `protobuf:"varint,15,opt,name=last,proto3" json:"last,omitempty"` // the last part: the new activation has it all
+	Sketches     []*SketchPane `protobuf:"bytes,11,rep,name=sketches,proto3" json:"sketches,omitempty"`
+	RepeatPanes  []int64       `protobuf:"varint,12,rep,packed,name=repeat_panes,json=repeatPanes,proto3" json:"repeat_panes,omitempty"`
+	RepeatKeys   []string      `protobuf:"bytes,13,rep,name=repeat_keys,json=repeatKeys,proto3" json:"repeat_keys,omitempty"`
+	RepeatCounts []uint64      `protobuf:"varint,14,rep,packed,name=repeat_counts,json=repeatCounts,proto3" json:"repeat_counts,omitempty"`
+	Last         bool          `protobuf:"varint,15,opt,name=last,proto3" json:"last,omitempty"` // the last part: the new activation has it all
+	// How many exactly-once ids all the parts hold (in the first part only):
+	// the taker makes room for them once.
+	IdCount       uint64 `protobuf:"varint,16,opt,name=id_count,json=idCount,proto3" json:"id_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1332,6 +1335,13 @@ func (x *CounterState) GetLast() bool {
 		return x.Last
 	}
 	return false
+}
+
+func (x *CounterState) GetIdCount() uint64 {
+	if x != nil {
+		return x.IdCount
+	}
+	return 0
 }
 
 // StandbyBatch goes from a counter task to its standby (the replica on the
@@ -2700,7 +2710,7 @@ const file_acktor_proto_rawDesc = "" +
 	"\adrained\x18\x01 \x03(\rR\adrained\x12\x1a\n" +
 	"\bfinished\x18\x02 \x01(\bR\bfinished\x12\x1c\n" +
 	"\tprocessed\x18\x03 \x01(\x04R\tprocessed\x12'\n" +
-	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"\xa6\x03\n" +
+	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"\xc1\x03\n" +
 	"\fCounterState\x12\x14\n" +
 	"\x05panes\x18\x01 \x03(\x03R\x05panes\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x16\n" +
@@ -2720,7 +2730,8 @@ const file_acktor_proto_rawDesc = "" +
 	"\vrepeat_keys\x18\r \x03(\tR\n" +
 	"repeatKeys\x12#\n" +
 	"\rrepeat_counts\x18\x0e \x03(\x04R\frepeatCounts\x12\x12\n" +
-	"\x04last\x18\x0f \x01(\bR\x04last\"J\n" +
+	"\x04last\x18\x0f \x01(\bR\x04last\x12\x19\n" +
+	"\bid_count\x18\x10 \x01(\x04R\aidCount\"J\n" +
 	"\fStandbyBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12(\n" +
 	"\x05batch\x18\x02 \x01(\v2\x12.acktor.TupleBatchR\x05batch\"G\n" +
