@@ -2,10 +2,10 @@ package member
 
 import (
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
-	"time"
 )
 
 // gcFloor is how far the heap may grow past its live bytes before the
@@ -40,11 +40,11 @@ var tuner struct {
 }
 
 // tuneGC sets the collector's percentage to gcPercent of the live heap,
-// read every interval, until the function it returns is called, which
-// puts the old percentage back once no other caller still tunes (the first
-// caller's floor and interval hold for all). It leaves the collector alone
-// when the environment sets GOGC: the user chose.
-func tuneGC(floor uint64, every time.Duration) (stop func()) {
+// again after every collection, until the function it returns is called,
+// which puts the old percentage back once no other caller still tunes (the
+// first caller's floor holds for all). It leaves the collector alone when
+// the environment sets GOGC: the user chose.
+func tuneGC(floor uint64) (stop func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
 	}
@@ -52,7 +52,7 @@ func tuneGC(floor uint64, every time.Duration) (stop func()) {
 	defer tuner.Unlock()
 	if tuner.users++; tuner.users == 1 {
 		tuner.base = debug.SetGCPercent(100)
-		tuner.stop = runTuner(floor, tuner.base, every)
+		tuner.stop = runTuner(floor, tuner.base)
 	}
 	var once sync.Once
 	return func() {
@@ -67,32 +67,57 @@ func tuneGC(floor uint64, every time.Duration) (stop func()) {
 	}
 }
 
-// runTuner sets the percentage now and then every interval, until stopped.
-func runTuner(floor uint64, base int, every time.Duration) (stop func()) {
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	tune := func() {
-		metrics.Read(sample)
-		if sample[0].Value.Kind() == metrics.KindUint64 {
-			debug.SetGCPercent(gcPercent(sample[0].Value.Uint64(), floor, base))
-		}
-	}
-	tune()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				tune()
-			}
-		}
-	})
+// runTuner sets the percentage now and after each collection, when the
+// live heap it reads was just measured, until stopped. Read on a timer
+// instead, the percentage set for the minimum heap at the start held
+// until the next tick, and a member's heap grew to 17 times its live bytes
+// after its first collection: fresh memory, whose first touch is what a
+// member's first second costs most on a virtual machine.
+func runTuner(floor uint64, base int) (stop func()) {
+	c := &gcChain{floor: floor, base: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tune()
+	c.arm()
 	return func() {
-		close(done)
-		wg.Wait()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.stopped = true
+	}
+}
+
+// gcChain re-tunes after each collection: a cleanup on an object nothing
+// references runs once a collection has found it unreachable, and arms the
+// next one. It owns no goroutine; the runtime runs cleanups on its own.
+type gcChain struct {
+	mu      sync.Mutex
+	stopped bool
+	floor   uint64
+	base    int
+	sample  []metrics.Sample
+}
+
+// arm leaves an object for the next collection to find: 64 bytes, since
+// the runtime may pack tiny objects together, and a packed one's cleanup
+// waits for its neighbours. c.mu is held.
+func (c *gcChain) arm() {
+	runtime.AddCleanup(new([64]byte), func(c *gcChain) { c.collected() }, c)
+}
+
+func (c *gcChain) collected() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.tune()
+	c.arm()
+}
+
+// tune sets the percentage for the live heap. c.mu is held.
+func (c *gcChain) tune() {
+	metrics.Read(c.sample)
+	if c.sample[0].Value.Kind() == metrics.KindUint64 {
+		debug.SetGCPercent(gcPercent(c.sample[0].Value.Uint64(), c.floor, c.base))
 	}
 }

@@ -2,7 +2,9 @@ package member
 
 import (
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -34,8 +36,7 @@ func TestGCPercent(t *testing.T) {
 // the environment sets GOGC.
 func TestTuneGC(t *testing.T) {
 	tunerTest(t)
-	stop := tuneGC(1<<40, time.Millisecond)
-	time.Sleep(5 * time.Millisecond)
+	stop := tuneGC(1 << 40)
 	if p := percent(); p <= 100 {
 		t.Errorf("percentage %d under the tuner, want more than 100", p)
 	}
@@ -49,10 +50,40 @@ func TestTuneGCKeepsOff(t *testing.T) {
 	t.Setenv("GOGC", "150")
 	old := debug.SetGCPercent(150)
 	defer debug.SetGCPercent(old)
-	tuneGC(1<<40, time.Millisecond)()
+	tuneGC(1 << 40)()
 	if p := percent(); p != 150 {
 		t.Errorf("percentage %d with GOGC=150 set, want 150", p)
 	}
+}
+
+// TestTuneGCAfterCollection: after each collection the percentage is the
+// one for the live heap that collection measured, a live heap that grew
+// and one that shrank.
+func TestTuneGCAfterCollection(t *testing.T) {
+	tunerTest(t)
+	const floor = 64 << 20
+	defer tuneGC(floor)()
+	var ballast []byte
+	for _, size := range []int{48 << 20, 0} {
+		ballast = make([]byte, size)
+		runtime.GC()
+		want := gcPercent(liveHeap(), floor, 100)
+		deadline := time.Now().Add(10 * time.Second)
+		for p := percent(); p != want; p = percent() {
+			if time.Now().After(deadline) {
+				t.Fatalf("live heap with %d MB held: percentage %d 10 s after a collection, want %d", size>>20, p, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	runtime.KeepAlive(ballast)
+}
+
+// liveHeap is the live heap the last collection measured.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // TestTuneGCOverlapping: members run in one process share the tuner; the
@@ -62,8 +93,8 @@ func TestTuneGCOverlapping(t *testing.T) {
 	tunerTest(t)
 	for _, order := range []string{"first ends first", "last ends first"} {
 		t.Run(order, func(t *testing.T) {
-			stop1 := tuneGC(1<<40, time.Hour)
-			stop2 := tuneGC(1<<40, time.Hour)
+			stop1 := tuneGC(1 << 40)
+			stop2 := tuneGC(1 << 40)
 			if order == "first ends first" {
 				stop1()
 				stop1()

@@ -43,7 +43,7 @@ func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topo
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	defer tuneGC(gcFloor, time.Second)()
+	defer tuneGC(gcFloor)()
 	var topo *Topology
 	for i := range topologies {
 		if topologies[i].Name == cfg.Job.Topology {
