@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 
 	"github.com/sirupsen/logrus"
@@ -43,8 +44,8 @@ func main() {
 // newRoot builds the command tree; call finish after Execute, whatever it
 // returned (it stops a CPU profile).
 func newRoot() (root *cobra.Command, finish func()) {
-	var level, cpuprofile string
-	stopProfile := func() {}
+	var level, cpuprofile, memprofile string
+	stopProfile, writeMem := func() {}, func() {}
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
 	root = &cobra.Command{
@@ -68,15 +69,29 @@ func newRoot() (root *cobra.Command, finish func()) {
 				}
 				stopProfile = func() { pprof.StopCPUProfile(); _ = fh.Close() }
 			}
+			if memprofile != "" {
+				fh, err := os.Create(memprofile)
+				if err != nil {
+					return fmt.Errorf("--memprofile: %w", err)
+				}
+				writeMem = func() {
+					runtime.GC() // the profile counts what was allocated up to the last collection
+					if err := pprof.Lookup("allocs").WriteTo(fh, 0); err != nil {
+						log.WithError(err).Error("--memprofile")
+					}
+					_ = fh.Close()
+				}
+			}
 			return nil
 		},
 	}
 	root.PersistentFlags().StringVar(&level, "log-level", "warning", "log level: debug, info, warning, error")
 	root.PersistentFlags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the command to this file")
+	root.PersistentFlags().StringVar(&memprofile, "memprofile", "", "write a profile of what the command allocated (and still holds) to this file when it ends")
 	root.AddCommand(newWordcount(log))
 	root.AddCommand(newBench(log))
 	root.AddCommand(newNode(log))
 	root.AddCommand(newStatus())
 	root.AddCommand(newAckers())
-	return root, func() { stopProfile() }
+	return root, func() { stopProfile(); writeMem() }
 }
