@@ -261,6 +261,7 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 			return nil, err
 		}
 	}
+	keepFrames()
 	sys := actor.NewActorSystem(aopts...)
 	ropts := []remote.ConfigOption{}
 	if cfg.AdvertisedHost != "" {
