@@ -9,8 +9,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/acktor/acktor/cluster/grain"
+	"github.com/acktor/acktor/cluster/wire"
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/tracker"
 )
@@ -486,6 +488,25 @@ func (p *processorTask) sendFails(acker int, m *messages.FailRoot) {
 	p.toAcker(acker, m)
 }
 
+// forAcker is m as it goes to an acker at pid: an ack batch for another
+// member in its wire form, where the member's serializer takes it
+// (wire.Installed), and the batch itself back to the recycler at once.
+// Sent as it is, it is serialised after Send returns, so its arrays can
+// never be reused, and a task whose acks all leave the member would make
+// new ones for every batch.
+func (p *processorTask) forAcker(pid *actor.PID, m any) any {
+	b, ok := m.(*messages.AckBatch)
+	if !ok || pid.Address == p.self.Address || !wire.Installed() {
+		return m
+	}
+	enc, err := proto.Marshal(b)
+	if err != nil { // a message of ours that protobuf cannot encode: let the remote's serializer say why
+		return m
+	}
+	p.env.recycle.doneAcks(b)
+	return &wire.Encoded{Type: wire.AckBatch, Bytes: enc}
+}
+
 // sendReject tells spout task task that a root is rejected.
 func (p *processorTask) sendReject(task uint32, m *messages.Rejected) {
 	if pid := p.res.get(KindSpout, p.env.topo.identity(task)); pid != nil {
@@ -497,7 +518,7 @@ func (p *processorTask) sendReject(task uint32, m *messages.Rejected) {
 
 func (p *processorTask) toAcker(acker int, m any) {
 	if pid := p.res.get(KindAcker, tracker.AckerIdentity(acker)); pid != nil {
-		p.root.Send(pid, m)
+		p.root.Send(pid, p.forAcker(pid, m))
 		return
 	}
 	// The roots' records will never hear of these tuples: fail them at

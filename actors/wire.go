@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/acktor/acktor/cluster/wire"
 	"github.com/acktor/acktor/messages"
 )
 
@@ -15,13 +16,18 @@ import (
 // to a task on this one is never serialised, so it keeps its columns. The
 // frame is a copy, so b's columns go back to r at once: a task whose
 // batches all leave the member would otherwise never get one back, and
-// would grow every batch afresh.
+// would grow every batch afresh. Where the member's serializer takes them
+// (wire.Installed), the frame goes in its wire form.
 func sendTuples(root *actor.RootContext, self string, pid *actor.PID, b *messages.TupleBatch, r *recycler) {
 	if pid.Address == self {
 		root.Send(pid, b)
 		return
 	}
-	root.Send(pid, framed(b))
+	if wire.Installed() {
+		root.Send(pid, encoded(b))
+	} else {
+		root.Send(pid, framed(b))
+	}
 	r.doneTuples(b)
 }
 
@@ -69,27 +75,60 @@ func each(col []uint32) uint32 {
 
 // frame moves b's columns into b.Frame.
 func frame(b *messages.TupleBatch) {
+	l := layOut(b)
+	f := make([]byte, l.size)
+	l.put(f, b)
+	*b = messages.TupleBatch{FromTask: b.FromTask, Frame: f}
+}
+
+// encoded returns b framed in its wire form, what proto.Marshal makes of
+// framed(b), written once into a buffer of its own; b keeps its columns.
+// Proto.Actor's serializer would copy a framed batch's frame again.
+func encoded(b *messages.TupleBatch) *wire.Encoded {
+	l := layOut(b)
+	enc := wire.FramePrefix(make([]byte, 0, 16+l.size), b.FromTask, l.size)
+	n := len(enc)
+	enc = enc[:n+l.size]
+	l.put(enc[n:], b)
+	return &wire.Encoded{Type: wire.TupleBatch, Bytes: enc}
+}
+
+// frameLayout is what a frame of a batch holds: its header, the count
+// columns it carries (nil where the header gives their one value), its
+// runs of times and its size in bytes.
+type frameLayout struct {
+	header [8]uint32
+	counts [2][]uint32
+	nr     int
+	size   int
+}
+
+func layOut(b *messages.TupleBatch) frameLayout {
 	n, na, nv, nl, nr := len(b.AnchorCounts), len(b.SpringIds), len(b.Values), len(b.ContentIds), runCount(b.Times)
-	counts := [][]uint32{b.AnchorCounts, b.ValueCounts}
-	header := []uint32{uint32(n), uint32(na), uint32(nv), uint32(nl), uint32(nr), each(counts[0]), each(counts[1]), 0}
-	size := frameHeader + 8*(2*na+nl) + 12*nr + 4*nv
-	for i, col := range counts {
-		if header[5+i] == varies {
-			size += 4 * len(col)
+	l := frameLayout{counts: [2][]uint32{b.AnchorCounts, b.ValueCounts}, nr: nr}
+	l.header = [8]uint32{uint32(n), uint32(na), uint32(nv), uint32(nl), uint32(nr), each(l.counts[0]), each(l.counts[1]), 0}
+	l.size = frameHeader + 8*(2*na+nl) + 12*nr + 4*nv
+	for i, col := range l.counts {
+		if l.header[5+i] == varies {
+			l.size += 4 * len(col)
 		} else {
-			counts[i] = nil
+			l.counts[i] = nil
 		}
 	}
 	for _, v := range b.Values {
-		size += len(v)
+		l.size += len(v)
 	}
-	f := make([]byte, size)
-	off := putColumn(f, header)
+	return l
+}
+
+// put writes b's frame into f, of l.size bytes.
+func (l *frameLayout) put(f []byte, b *messages.TupleBatch) {
+	off := putColumn(f, l.header[:])
 	for _, col := range [][]uint64{b.SpringIds, b.TupleIds, b.ContentIds} {
 		off += putColumn(f[off:], col)
 	}
-	off += putRuns(f[off:], b.Times, nr)
-	for _, col := range counts {
+	off += putRuns(f[off:], b.Times, l.nr)
+	for _, col := range l.counts {
 		off += putColumn(f[off:], col)
 	}
 	le := binary.LittleEndian
@@ -100,7 +139,6 @@ func frame(b *messages.TupleBatch) {
 	for _, v := range b.Values {
 		off += copy(f[off:], v)
 	}
-	*b = messages.TupleBatch{FromTask: b.FromTask, Frame: f}
 }
 
 // runCount is the number of runs of equal times in ts.

@@ -12,8 +12,11 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/acktor/acktor/messages"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/acktor/acktor/cluster/wire"
+	"github.com/acktor/acktor/messages"
 )
 
 // overTheWire frames every batch sent to task, as for another member, and
@@ -64,6 +67,36 @@ func TestFrameCrossesTheWire(t *testing.T) {
 				g.ContentID() != w.ContentID() || g.Time() != w.Time() {
 				t.Fatalf("ackers %d, tuple %d: got %q %v %v %x %d, want %q %v %v %x %d", ackers, i,
 					g.Values(), g.Roots(), g.ids(), g.ContentID(), g.Time(), w.Values(), w.Roots(), w.ids(), w.ContentID(), w.Time())
+			}
+		}
+	}
+}
+
+// TestEncodedIsTheFramedBatchsEncoding: encoded writes what proto.Marshal
+// makes of the framed batch, so the receiver cannot tell them apart, and
+// leaves the batch's columns as they were.
+func TestEncodedIsTheFramedBatchsEncoding(t *testing.T) {
+	for _, ackers := range []int{0, 2} {
+		w := newWiring(t, ackers)
+		spout := w.collector(0)
+		for i, l := range []string{"a b", "", strings.Repeat("x", 300), "é"} {
+			if _, err := spout.emitRoot(uint64(10+i), uint64(i), int64(1000+i/2), l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		spout.flush()
+		for _, b := range w.tuples[1] {
+			before := proto.Clone(b)
+			enc := encoded(b)
+			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(framed(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if enc.Type != wire.TupleBatch || !bytes.Equal(enc.Bytes, want) {
+				t.Errorf("ackers %d: encoded %q %x, want %q %x", ackers, enc.Type, enc.Bytes, wire.TupleBatch, want)
+			}
+			if !proto.Equal(b, before) {
+				t.Errorf("ackers %d: encoding changed the batch", ackers)
 			}
 		}
 	}
@@ -243,10 +276,18 @@ func TestSendTuplesRecyclesFramed(t *testing.T) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
+	wire.Install()
 	got := make(chan *messages.TupleBatch, 2)
 	pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if b, ok := ctx.Message().(*messages.TupleBatch); ok {
-			got <- b
+		switch m := ctx.Message().(type) {
+		case *messages.TupleBatch:
+			got <- m
+		case *wire.Encoded: // for another member: decode it as that member's remote would
+			b, err := remote.Deserialize(m.Bytes, m.Type, 0)
+			if err != nil {
+				t.Errorf("decoding the encoded batch: %v", err)
+			}
+			got <- b.(*messages.TupleBatch)
 		}
 	}))
 	defer sys.Root.Stop(pid)
@@ -377,4 +418,32 @@ func FuzzDecodeFrame(f *testing.F) {
 			t.Fatalf("framed again: %v, %v; want %v", c, err, b)
 		}
 	})
+}
+
+// TestForAcker: an ack batch for an acker on another member goes in its
+// wire form, which decodes to the same batch; one for this member, and
+// any other message, goes as it is.
+func TestForAcker(t *testing.T) {
+	wire.Install()
+	p := &processorTask{env: newWiring(t, 2).env, self: &actor.PID{Address: "here:1", Id: "p/0"}}
+	batch := func() *messages.AckBatch {
+		return &messages.AckBatch{SpringIds: []uint64{1, 2}, XorDeltas: []uint64{3, 4}, Version: 2, Routing: 9}
+	}
+	far, near := &actor.PID{Address: "there:2", Id: "acker/1"}, &actor.PID{Address: "here:1", Id: "acker/0"}
+	enc, ok := p.forAcker(far, batch()).(*wire.Encoded)
+	if !ok || enc.Type != wire.AckBatch {
+		t.Fatalf("an ack batch for another member went as %T %v, want encoded as %s", enc, enc, wire.AckBatch)
+	}
+	got, err := remote.Deserialize(enc.Bytes, enc.Type, 0)
+	if err != nil || !proto.Equal(got.(*messages.AckBatch), batch()) {
+		t.Errorf("the encoded ack batch decodes to %v, %v; want %v", got, err, batch())
+	}
+	b := batch()
+	if m := p.forAcker(near, b); m != b {
+		t.Errorf("an ack batch for this member went as %T, want itself", m)
+	}
+	fail := &messages.FailRoot{SpringIds: []uint64{5}}
+	if m := p.forAcker(far, fail); m != fail {
+		t.Errorf("a fail for another member went as %T, want itself", m)
+	}
 }

@@ -21,6 +21,8 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/sirupsen/logrus"
+
+	"github.com/acktor/acktor/cluster/wire"
 )
 
 // Config is one member's place in a multi-machine cluster.
@@ -261,7 +263,7 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 			return nil, err
 		}
 	}
-	keepFrames()
+	wire.Install()
 	sys := actor.NewActorSystem(aopts...)
 	ropts := []remote.ConfigOption{}
 	if cfg.AdvertisedHost != "" {

@@ -1,6 +1,7 @@
-package cluster
+package wire
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -17,8 +18,8 @@ import (
 // same batch, its frame pointing into the envelope's bytes; every other
 // encoding decodes as protobuf-go decodes it.
 func TestFramedBatchKeepsTheBytes(t *testing.T) {
-	keepFrames()
-	keepFrames() // once is enough, twice is harmless
+	Install()
+	Install() // once is enough, twice is harmless
 	frame := []byte("a frame: its header, columns and values")
 	cases := []struct {
 		name    string
@@ -39,7 +40,7 @@ func TestFramedBatchKeepsTheBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := remote.Deserialize(b, tupleBatchName, 0)
+			got, err := remote.Deserialize(b, TupleBatch, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +72,7 @@ func within(s, b []byte) bool {
 // fields in any order, repeated, truncated or with a stray field, the
 // decoder agrees with protobuf-go: the same batch, or both an error.
 func TestFramedBatchAgreesWithProtobuf(t *testing.T) {
-	keepFrames()
+	Install()
 	rng := rand.New(rand.NewPCG(16, 4))
 	for i := range 2000 {
 		b := randomEncoding(rng)
@@ -80,7 +81,7 @@ func TestFramedBatchAgreesWithProtobuf(t *testing.T) {
 }
 
 func FuzzFramedBatch(f *testing.F) {
-	keepFrames()
+	Install()
 	f.Add([]byte{})
 	for _, m := range []*messages.TupleBatch{{FromTask: 1, Frame: []byte("xyz")}, {Frame: []byte{0}}, {FromTask: 2, Times: []int64{3}}} {
 		b, _ := proto.Marshal(m)
@@ -94,7 +95,7 @@ func agree(t *testing.T, i int, b []byte) {
 	t.Helper()
 	want := &messages.TupleBatch{}
 	werr := proto.Unmarshal(b, want)
-	got, gerr := remote.Deserialize(b, tupleBatchName, 0)
+	got, gerr := remote.Deserialize(b, TupleBatch, 0)
 	switch {
 	case (werr == nil) != (gerr == nil):
 		t.Fatalf("encoding %d %x: error %v, protobuf-go's %v", i, b, gerr, werr)
@@ -131,4 +132,45 @@ func randomEncoding(rng *rand.Rand) []byte {
 		b = b[:rng.IntN(len(b))]
 	}
 	return b
+}
+
+// TestEncodedGoesAsItIs: serializer 0 sends an Encoded's bytes, not a copy,
+// under its type's name, refuses one that names no type, and serializes
+// everything else as before.
+func TestEncodedGoesAsItIs(t *testing.T) {
+	Install()
+	if !Installed() {
+		t.Fatal("Installed says no after Install")
+	}
+	ack := &messages.AckBatch{SpringIds: []uint64{1, 2}, XorDeltas: []uint64{3, 4}}
+	enc, _ := proto.Marshal(ack)
+	b, name, err := remote.Serialize(&Encoded{Type: AckBatch, Bytes: enc}, 0)
+	if err != nil || name != AckBatch || len(b) != len(enc) || unsafe.SliceData(b) != unsafe.SliceData(enc) {
+		t.Fatalf("Serialize(Encoded) = %d bytes (the same: %v), %q, %v; want the %d bytes given, %q", len(b),
+			len(b) > 0 && unsafe.SliceData(b) == unsafe.SliceData(enc), name, err, len(enc), AckBatch)
+	}
+	if _, _, err := remote.Serialize(&Encoded{Bytes: enc}, 0); err == nil {
+		t.Error("Serialize(Encoded with no type) did not fail")
+	}
+	b, name, err = remote.Serialize(ack, 0)
+	if err != nil || name != AckBatch || !bytes.Equal(b, enc) {
+		t.Errorf("Serialize(AckBatch) = %x, %q, %v; want %x, %q", b, name, err, enc, AckBatch)
+	}
+}
+
+// TestFramePrefix: the prefix and the frame are what proto.Marshal makes
+// of a batch that holds only the task and the frame.
+func TestFramePrefix(t *testing.T) {
+	for _, task := range []uint32{0, 1, 300, 1 << 31} {
+		for _, size := range []int{1, 127, 128, 20000} {
+			frame := bytes.Repeat([]byte{7}, size)
+			want, err := proto.MarshalOptions{Deterministic: true}.Marshal(&messages.TupleBatch{FromTask: task, Frame: frame})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := append(FramePrefix(nil, task, size), frame...); !bytes.Equal(got, want) {
+				t.Errorf("task %d, frame of %d bytes: prefix and frame %x, proto.Marshal %x", task, size, got[:min(len(got), 12)], want[:min(len(want), 12)])
+			}
+		}
+	}
 }
