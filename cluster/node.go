@@ -22,7 +22,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/sirupsen/logrus"
 
-	"github.com/acktor/acktor/cluster/wire"
+	_ "github.com/acktor/acktor/cluster/wire" // a member's serializer
 )
 
 // Config is one member's place in a multi-machine cluster.
@@ -263,7 +263,6 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 			return nil, err
 		}
 	}
-	wire.Install()
 	sys := actor.NewActorSystem(aopts...)
 	ropts := []remote.ConfigOption{}
 	if cfg.AdvertisedHost != "" {

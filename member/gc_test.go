@@ -67,9 +67,12 @@ func TestTuneGCAfterCollection(t *testing.T) {
 	for _, size := range []int{48 << 20, 0} {
 		ballast = make([]byte, size)
 		runtime.GC()
-		want := gcPercent(liveHeap(), floor, 100)
 		deadline := time.Now().Add(10 * time.Second)
-		for p := percent(); p != want; p = percent() {
+		for { // want follows the last collection: another may come while it waits
+			p, want := percent(), gcPercent(liveHeap(), floor, 100)
+			if p == want {
+				break
+			}
 			if time.Now().After(deadline) {
 				t.Fatalf("live heap with %d MB held: percentage %d 10 s after a collection, want %d", size>>20, p, want)
 			}
@@ -77,6 +80,20 @@ func TestTuneGCAfterCollection(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(ballast)
+}
+
+// TestTuneGCStops: once stopped, the tuner leaves the percentage it put
+// back alone, whatever collections come after.
+func TestTuneGCStops(t *testing.T) {
+	tunerTest(t)
+	tuneGC(64 << 20)()
+	for range 5 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond) // time for a cleanup still armed to run, if it would tune
+		if p := percent(); p != 100 {
+			t.Fatalf("percentage %d after the tuner stopped and the heap was collected, want 100", p)
+		}
+	}
 }
 
 // liveHeap is the live heap the last collection measured.
@@ -130,9 +147,10 @@ func tunerTest(t *testing.T) {
 	})
 }
 
-// percent reads the collector's percentage.
+// percent reads the collector's percentage (without setting it, which
+// could undo a tuner's setting made in between).
 func percent() int {
-	p := debug.SetGCPercent(-1)
-	debug.SetGCPercent(p)
-	return p
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
 }

@@ -1,19 +1,20 @@
 // Package wire is what acktor's members put on Proto.Actor's remote beyond
 // the library's own serializer, without changing a byte of what crosses:
 // messages a sender has already encoded (Encoded), and tuple batches
-// decoded in place. The cluster installs it before a member's remote
-// starts (Install); the tasks send Encoded only where it is (Installed).
-// It lives apart from both so that neither imports the other.
+// decoded in place. Importing it wraps Proto.Actor's serializer 0, once for
+// the process and before any remote can start; the tasks send Encoded only
+// where that took (Installed). It lives apart from the cluster and the
+// actors so that neither imports the other.
 package wire
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	_ "unsafe" // go:linkname, for Proto.Actor's serializers
 
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/acktor/acktor/messages"
 )
@@ -25,23 +26,27 @@ import (
 //go:linkname serializers github.com/asynkron/protoactor-go/remote.serializers
 var serializers []remote.Serializer
 
-var (
-	once      sync.Once
-	installed atomic.Bool
-)
+// protoSerializer is the type of Proto.Actor's serializer 0, as this
+// package was written against it.
+const protoSerializer = "*remote.protoSerializer"
 
-// Install wraps Proto.Actor's serializer 0 in this package's, once for the
-// process. Call it before any remote of the process starts: the endpoint
-// readers and writers read the registry without a lock.
-func Install() {
-	once.Do(func() {
+// installed is set once, in init, before anything reads it.
+var installed bool
+
+// init wraps serializer 0. Package remote's init, which registers it, has
+// run, and no remote can have started: a remote's endpoints read the
+// registry without a lock. A Proto.Actor whose serializer 0 is another
+// one is left alone, and its members send as the library does.
+func init() {
+	if len(serializers) > 0 && fmt.Sprintf("%T", serializers[0]) == protoSerializer {
 		serializers[0] = serializer{serializers[0]}
-		installed.Store(true)
-	})
+		installed = true
+	}
 }
 
-// Installed says whether Install ran: a remote may then be sent Encoded.
-func Installed() bool { return installed.Load() }
+// Installed says whether serializer 0 is this package's: a remote may then
+// be sent Encoded.
+func Installed() bool { return installed }
 
 // Encoded is a message already in its wire form: Bytes are what
 // proto.Marshal makes of a message of type Type (its full protobuf name).
@@ -86,11 +91,17 @@ func (s serializer) GetTypeName(msg any) (string, error) {
 	return s.Serializer.GetTypeName(msg)
 }
 
+// Deserialize decodes b as a message of typeName. A name this binary does
+// not know is an error here, where Proto.Actor's proto serializer would
+// dereference nil and end the process.
 func (s serializer) Deserialize(typeName string, b []byte) (any, error) {
 	if typeName == TupleBatch {
 		if m, ok := framedBatch(b); ok {
 			return m, nil
 		}
+	}
+	if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(typeName)); err != nil {
+		return nil, fmt.Errorf("wire: a message of type %q (%d bytes): %w", typeName, len(b), err)
 	}
 	return s.Serializer.Deserialize(typeName, b)
 }

@@ -2,7 +2,9 @@ package wire
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -18,8 +20,9 @@ import (
 // same batch, its frame pointing into the envelope's bytes; every other
 // encoding decodes as protobuf-go decodes it.
 func TestFramedBatchKeepsTheBytes(t *testing.T) {
-	Install()
-	Install() // once is enough, twice is harmless
+	if !Installed() {
+		t.Fatalf("serializer 0 is %T, not this package's", serializers[0])
+	}
 	frame := []byte("a frame: its header, columns and values")
 	cases := []struct {
 		name    string
@@ -72,7 +75,6 @@ func within(s, b []byte) bool {
 // fields in any order, repeated, truncated or with a stray field, the
 // decoder agrees with protobuf-go: the same batch, or both an error.
 func TestFramedBatchAgreesWithProtobuf(t *testing.T) {
-	Install()
 	rng := rand.New(rand.NewPCG(16, 4))
 	for i := range 2000 {
 		b := randomEncoding(rng)
@@ -81,7 +83,6 @@ func TestFramedBatchAgreesWithProtobuf(t *testing.T) {
 }
 
 func FuzzFramedBatch(f *testing.F) {
-	Install()
 	f.Add([]byte{})
 	for _, m := range []*messages.TupleBatch{{FromTask: 1, Frame: []byte("xyz")}, {Frame: []byte{0}}, {FromTask: 2, Times: []int64{3}}} {
 		b, _ := proto.Marshal(m)
@@ -138,10 +139,6 @@ func randomEncoding(rng *rand.Rand) []byte {
 // under its type's name, refuses one that names no type, and serializes
 // everything else as before.
 func TestEncodedGoesAsItIs(t *testing.T) {
-	Install()
-	if !Installed() {
-		t.Fatal("Installed says no after Install")
-	}
 	ack := &messages.AckBatch{SpringIds: []uint64{1, 2}, XorDeltas: []uint64{3, 4}}
 	enc, _ := proto.Marshal(ack)
 	b, name, err := remote.Serialize(&Encoded{Type: AckBatch, Bytes: enc}, 0)
@@ -155,6 +152,18 @@ func TestEncodedGoesAsItIs(t *testing.T) {
 	b, name, err = remote.Serialize(ack, 0)
 	if err != nil || name != AckBatch || !bytes.Equal(b, enc) {
 		t.Errorf("Serialize(AckBatch) = %x, %q, %v; want %x, %q", b, name, err, enc, AckBatch)
+	}
+}
+
+// TestUnknownTypeIsAnError: a message of a type this binary does not
+// know, as a newer member might send, is an error that names it, not a
+// nil dereference in Proto.Actor's serializer.
+func TestUnknownTypeIsAnError(t *testing.T) {
+	for _, name := range []string{"acktor.NoSuchMessage", "", "not a name"} {
+		m, err := remote.Deserialize([]byte{8, 1}, name, 0)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
+			t.Errorf("type %q: decoded %v, error %v; want an error naming the type", name, m, err)
+		}
 	}
 }
 
