@@ -60,11 +60,12 @@ type Encoded struct {
 	Bytes []byte
 }
 
-// TupleBatch is the protobuf name of messages.TupleBatch, an Encoded's Type.
-var TupleBatch = string((&messages.TupleBatch{}).ProtoReflect().Descriptor().FullName())
-
-// AckBatch is the protobuf name of messages.AckBatch.
-var AckBatch = string((&messages.AckBatch{}).ProtoReflect().Descriptor().FullName())
+// The protobuf names of messages.TupleBatch and messages.AckBatch, as an
+// Encoded's Type (TestTypeNames checks them against the schema).
+const (
+	TupleBatch = "acktor.TupleBatch"
+	AckBatch   = "acktor.AckBatch"
+)
 
 // serializer is the serializer it wraps, but for Encoded messages, which
 // it sends as they are, and framed tuple batches, whose frame it decodes

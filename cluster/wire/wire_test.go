@@ -155,6 +155,15 @@ func TestEncodedGoesAsItIs(t *testing.T) {
 	}
 }
 
+// TestTypeNames: the names Encoded messages carry are the schema's.
+func TestTypeNames(t *testing.T) {
+	for name, m := range map[string]proto.Message{TupleBatch: &messages.TupleBatch{}, AckBatch: &messages.AckBatch{}} {
+		if got := string(m.ProtoReflect().Descriptor().FullName()); got != name {
+			t.Errorf("%T is %q in the schema, not %q", m, got, name)
+		}
+	}
+}
+
 // TestUnknownTypeIsAnError: a message of a type this binary does not
 // know, as a newer member might send, is an error that names it, not a
 // nil dereference in Proto.Actor's serializer.
