@@ -65,11 +65,26 @@ func TestWordcountBadInput(t *testing.T) {
 		{[]string{"wordcount", "--input", text, "--window", "-1s"}, "--window -1s"},
 		{[]string{"wordcount", "--input", text, "--event-step", "1ms"}, "--event-step: only with --generate"},
 		{[]string{"wordcount", "--generate", "5", "--event-step", "-1ms"}, "--event-step -1ms"},
+		{[]string{"wordcount", "--input", text, "--memprofile", filepath.Join(t.TempDir(), "no", "mem.prof")}, "--memprofile"},
 	} {
 		err := acktor(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to mention %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestMemProfile: --memprofile leaves a profile (gzipped, as pprof writes
+// them) once the command ends.
+func TestMemProfile(t *testing.T) {
+	text := writeFile(t, "in.txt", "a b a\n")
+	prof := filepath.Join(t.TempDir(), "mem.prof")
+	if err := acktor(t, "wordcount", "--input", text, "--output", os.DevNull, "--progress", "none", "--memprofile", prof); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("--memprofile wrote %d bytes (%v), want a gzipped profile", len(b), err)
 	}
 }
 
