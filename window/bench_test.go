@@ -94,27 +94,21 @@ func (s *benchState) step() {
 	s.i++
 }
 
-// denseTotal is an element of the dense yardstick's total vector.
-type denseTotal struct {
-	count uint64
-	sum   int64
-}
-
 // denseMatrix is the yardstick: the paper's dense matrix over 1M keys, one
 // pane's count and sum rows and the total vector (28 MB).
 type denseMatrix struct {
 	counts []uint32
 	sums   []int64
-	totals []denseTotal
+	totals []total
 }
 
 var benchDense *denseMatrix
 
 func newDense() *denseMatrix {
 	if benchDense == nil {
-		d := &denseMatrix{make([]uint32, benchKeys), make([]int64, benchKeys), make([]denseTotal, benchKeys)}
+		d := &denseMatrix{make([]uint32, benchKeys), make([]int64, benchKeys), make([]total, benchKeys)}
 		for i := range benchKeys { // fault the pages in, as the full windows' are
-			d.counts[i], d.sums[i], d.totals[i] = 1, 1, denseTotal{1, 1}
+			d.counts[i], d.sums[i], d.totals[i] = 1, 1, total{1, 1}
 		}
 		benchDense = d
 	}
@@ -134,20 +128,61 @@ func (d *denseMatrix) update(cols []uint32, i, n int) {
 	}
 }
 
+// runFloor does b.N updates with step, which does the one at s.i and moves
+// s.i on. For uniform keys, where almost every update is a (key, pane)
+// cell of its own, it also times the floor between chunks of them, timer
+// stopped, and returns its time: what any exact window with a running
+// total must do per cell, whatever else it does — add the cell into its
+// key's total and, one window later, take it out again: two
+// read-modify-writes at random places of the total vector, in a tight
+// loop. Nothing else is in it: no pane, no index, no clock. It runs on the
+// window's own total vector, for the chunk's updates, and is then undone:
+// the same memory in the same state of the caches, and as the machine's
+// speed drifts (it is shared) both drift together.
+func (s *benchState) runFloor(b *testing.B, uniform bool, step func()) time.Duration {
+	const chunk = 1 << 16
+	var floor time.Duration
+	for done := 0; done < b.N; {
+		n, from := min(chunk, b.N-done), s.i
+		for range n {
+			step()
+		}
+		done += n
+		if uniform {
+			b.StopTimer()
+			start := time.Now()
+			floorPass(s.w.totals, s.cols, from, n, 1)
+			floor += time.Since(start)
+			floorPass(s.w.totals, s.cols, from, n, ^uint64(0)) // undone
+			b.StartTimer()
+		}
+	}
+	return floor
+}
+
+// floorPass does n updates' unavoidable work on totals: each update's key
+// in, and the key of the update one window earlier (a different random
+// key) out, by sign (1, or -1 to undo it).
+func floorPass(totals []total, cols []uint32, i, n int, sign uint64) {
+	const lag = int(benchWindow/time.Second) * benchRate
+	mask := len(cols) - 1
+	for j := i; j < i+n; j++ {
+		in, out := &totals[cols[j&mask]], &totals[cols[(j-lag)&mask]]
+		in.count += sign
+		in.sum += int64(sign)
+		out.count -= sign
+		out.sum -= int64(sign)
+	}
+}
+
 // reportDense times the dense yardstick on the same n updates the window
 // just did from position i, and reports it (dense-ns/op) and the window's
-// time over it (x-dense): the two are measured in the same run, under the
-// same machine's noise. The yardstick leaves out the dense matrix's own
+// time over it (x-dense). The yardstick leaves out the dense matrix's own
 // expiry, a pass over every key's row per pane; dense-expiry-ns/op is that
-// pass, timed once here, shared among the updates of one pane.
-//
-// For uniform keys, where almost every update is a (key, pane) cell of its
-// own, it also times the floor (floor-ns/op, x-floor): what any exact
-// window with a running total must do per cell, whatever else it does —
-// add the cell into its key's total and, one window later, take it out
-// again: two read-modify-writes at random places of the total vector, in
-// a tight loop. Nothing else is in it: no pane, no index, no clock.
-func reportDense(b *testing.B, cols []uint32, i, n int, pane time.Duration, uniform bool) {
+// pass, timed once here, shared among the updates of one pane. A nonzero
+// floor (runFloor's) is reported too (floor-ns/op), with the window's time
+// over it (x-floor).
+func reportDense(b *testing.B, cols []uint32, i, n int, pane, floor time.Duration) {
 	b.StopTimer()
 	d := newDense()
 	start := time.Now()
@@ -161,27 +196,9 @@ func reportDense(b *testing.B, cols []uint32, i, n int, pane time.Duration, unif
 	d.expire()
 	perPane := pane.Seconds() * benchRate
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/perPane, "dense-expiry-ns/op")
-	if uniform {
-		start = time.Now()
-		d.floor(cols, i, n)
-		floor := float64(time.Since(start).Nanoseconds()) / float64(n)
-		b.ReportMetric(floor, "floor-ns/op")
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n)/floor, "x-floor")
-	}
-}
-
-// floor does n updates' unavoidable work on the total vector: each
-// update's key in, and the key of the update one window earlier (a
-// different random key) out.
-func (d *denseMatrix) floor(cols []uint32, i, n int) {
-	const lag = int(benchWindow/time.Second) * benchRate
-	mask := len(cols) - 1
-	for j := i; j < i+n; j++ {
-		in, out := &d.totals[cols[j&mask]], &d.totals[cols[(j-lag)&mask]]
-		in.count++
-		in.sum++
-		out.count--
-		out.sum--
+	if floor > 0 {
+		b.ReportMetric(float64(floor.Nanoseconds())/float64(n), "floor-ns/op")
+		b.ReportMetric(float64(b.Elapsed())/float64(floor), "x-floor")
 	}
 }
 
@@ -209,14 +226,14 @@ func BenchmarkAdd(b *testing.B) {
 			from := s.i
 			b.ReportAllocs()
 			b.ResetTimer()
-			for range b.N {
+			floor := s.runFloor(b, !shape.zipf, func() {
 				s.now += benchStep
 				if err := s.w.Add(s.now, benchKey(&buf, s.cols[s.i&(len(s.cols)-1)]), 1); err != nil {
 					b.Fatal(err)
 				}
 				s.i++
-			}
-			reportDense(b, s.cols, from, b.N, shape.pane, !shape.zipf)
+			})
+			reportDense(b, s.cols, from, b.N, shape.pane, floor)
 			reportCells(b, s.w)
 		})
 	}
@@ -263,10 +280,8 @@ func BenchmarkAddIndex(b *testing.B) {
 			from := s.i
 			b.ReportAllocs()
 			b.ResetTimer()
-			for range b.N {
-				s.step()
-			}
-			reportDense(b, s.cols, from, b.N, shape.pane, !shape.zipf)
+			floor := s.runFloor(b, !shape.zipf, s.step)
+			reportDense(b, s.cols, from, b.N, shape.pane, floor)
 			reportCells(b, s.w)
 		})
 		delete(benchStates, shape)
