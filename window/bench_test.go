@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -512,5 +513,31 @@ func BenchmarkWarm(b *testing.B) {
 				b.Fatalf("the warmed window's stats %+v, the other's %+v", s1, s0)
 			}
 		})
+	}
+}
+
+// TestFloorPassUndoes: the floor's pass with sign -1 puts back what the
+// pass with sign 1 did, so that timing the floor on a window's own total
+// vector leaves the window as it was.
+func TestFloorPassUndoes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	cols := make([]uint32, 1<<12)
+	for i := range cols {
+		cols[i] = rng.Uint32N(1 << 10)
+	}
+	for _, tc := range []struct{ from, n int }{{0, 1}, {7, 100}, {1 << 11, 1000}, {5000, 3<<12 + 17}} {
+		totals := make([]total, 1<<10)
+		for i := range totals {
+			totals[i] = total{uint64(rng.Uint32N(3)), rng.Int64N(7) - 3}
+		}
+		want := slices.Clone(totals)
+		floorPass(totals, cols, tc.from, tc.n, 1)
+		if slices.Equal(totals, want) {
+			t.Fatalf("from %d, n %d: the pass changed nothing", tc.from, tc.n)
+		}
+		floorPass(totals, cols, tc.from, tc.n, ^uint64(0))
+		if !slices.Equal(totals, want) {
+			t.Errorf("from %d, n %d: undone, the totals differ", tc.from, tc.n)
+		}
 	}
 }
