@@ -173,8 +173,8 @@ type Sliding struct {
 	maxCells   int
 	liveClosed int // columns with a nonzero total
 	cellCount  int
-	zeros      []uint32 // recycle's columns whose total fell to zero
-	dupHits    []uint32 // closeHead's cells of a chunk that dupFilter lets through
+	zeros      []uint32 // recycle's columns of a chunk whose total fell to zero
+	dupHits    []uint32 // positions in a chunk of closeHead's cells that dupFilter lets through
 	touched    uint64   // what the passes' reads ahead loaded, kept so that they stay
 }
 
@@ -491,9 +491,9 @@ func (w *Sliding) fold(col uint32, count uint32, sum int64) {
 // window moves on and keeps them, packed where they fit, in its slot s
 // (emptied when it last expired); the head cells and index start over for
 // the next newest pane, in the same buffers, which stay in cache. The
-// updates still in headDups are summed per column first, and each cell
-// that a small filter of their columns lets through looks its sum up as
-// it is folded. The cells' marks are cleared one by one, or all at once
+// updates still in headDups are summed per column first, and the cells
+// of each chunk that a small filter of their columns lets through
+// (filterCols) look their sums up before the chunk is folded. The cells' marks are cleared one by one, or all at once
 // where the pane has so many cells for the columns that that costs less.
 func (w *Sliding) closeHead(s int) {
 	p := &w.panes[s]
@@ -647,17 +647,15 @@ func shrink[E any](b []E) []E {
 // totals.
 func (w *Sliding) recycle(s int) {
 	p := &w.panes[s]
-	w.zeros = w.zeros[:0]
 	for from := 0; from < len(p.packed); from += touchCells {
 		chunk := p.packed[from:min(from+touchCells, len(p.packed))]
 		w.touched += touchPacked(w.totals, chunk)
-		w.zeros = expirePacked(w.totals, chunk, w.zeros)
+		w.zeros = expirePacked(w.totals, chunk, w.zeros[:0])
+		w.liveClosed -= len(w.zeros)
+		for _, col := range w.zeros {
+			w.retire(col)
+		}
 	}
-	w.liveClosed -= len(w.zeros)
-	for _, col := range w.zeros {
-		w.retire(col)
-	}
-	w.zeros = shrink(w.zeros)
 	for _, e := range p.cells {
 		w.expire(e.col, uint64(e.count), e.sum)
 	}
