@@ -493,8 +493,9 @@ func (w *Sliding) fold(col uint32, count uint32, sum int64) {
 // the next newest pane, in the same buffers, which stay in cache. The
 // updates still in headDups are summed per column first, and the cells
 // of each chunk that a small filter of their columns lets through
-// (filterCols) look their sums up before the chunk is folded. The cells' marks are cleared one by one, or all at once
-// where the pane has so many cells for the columns that that costs less.
+// (filterCols) look their sums up before the chunk is folded. The cells'
+// marks are cleared one by one, or all at once where the pane has so many
+// cells for the columns that that costs less.
 func (w *Sliding) closeHead(s int) {
 	p := &w.panes[s]
 	sums, filter := w.dupSums[:0], w.dupFilter[:0]
