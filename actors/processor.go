@@ -499,7 +499,7 @@ func (p *processorTask) forAcker(pid *actor.PID, m any) any {
 	if !ok || pid.Address == p.self.Address || !wire.Installed() {
 		return m
 	}
-	enc, err := proto.Marshal(b)
+	enc, err := proto.MarshalOptions{}.MarshalAppend(wire.Buffer(proto.Size(b)), b)
 	if err != nil { // a message of ours that protobuf cannot encode: let the remote's serializer say why
 		return m
 	}

@@ -82,11 +82,12 @@ func frame(b *messages.TupleBatch) {
 }
 
 // encoded returns b framed in its wire form, what proto.Marshal makes of
-// framed(b), written once into a buffer of its own; b keeps its columns.
+// framed(b), written once into a buffer the remote gives back when it has
+// sent it; b keeps its columns.
 // Proto.Actor's serializer would copy a framed batch's frame again.
 func encoded(b *messages.TupleBatch) *wire.Encoded {
 	l := layOut(b)
-	enc := wire.FramePrefix(make([]byte, 0, 16+l.size), b.FromTask, l.size)
+	enc := wire.FramePrefix(wire.Buffer(16+l.size), b.FromTask, l.size)
 	n := len(enc)
 	enc = enc[:n+l.size]
 	l.put(enc[n:], b)

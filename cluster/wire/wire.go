@@ -1,9 +1,10 @@
 // Package wire is what acktor's members put on Proto.Actor's remote beyond
 // the library's own serializer, without changing a byte of what crosses:
-// messages a sender has already encoded (Encoded), and tuple batches
-// decoded in place. Importing it wraps Proto.Actor's serializer 0, once for
-// the process and before any remote can start; the tasks send Encoded only
-// where that took (Installed). It lives apart from the cluster and the
+// messages a sender has already encoded (Encoded) into buffers that come
+// back once gRPC has copied them out (Buffer), and tuple batches decoded
+// in place. Importing it wraps Proto.Actor's serializer 0 and gRPC's proto
+// codec, once for the process and before any remote can start; the tasks
+// send Encoded only where that took (Installed). It lives apart from the cluster and the
 // actors so that neither imports the other.
 package wire
 
@@ -33,28 +34,30 @@ const protoSerializer = "*remote.protoSerializer"
 // installed is set once, in init, before anything reads it.
 var installed bool
 
-// init wraps serializer 0. Package remote's init, which registers it, has
-// run, and no remote can have started: a remote's endpoints read the
-// registry without a lock. A Proto.Actor whose serializer 0 is another
-// one is left alone, and its members send as the library does.
+// init wraps serializer 0 and gRPC's proto codec. Package remote's init,
+// which registers the one, and gRPC's, which registers the other, have
+// run, and no remote can have started: both registries are read without a
+// lock. A Proto.Actor whose serializer 0 is another one is left alone, and
+// its members send as the library does.
 func init() {
-	if len(serializers) > 0 && fmt.Sprintf("%T", serializers[0]) == protoSerializer {
+	if len(serializers) > 0 && fmt.Sprintf("%T", serializers[0]) == protoSerializer && installCodec() {
 		serializers[0] = serializer{serializers[0]}
 		installed = true
 	}
 }
 
-// Installed says whether serializer 0 is this package's: a remote may then
-// be sent Encoded.
+// Installed says whether serializer 0 and gRPC's proto codec are this
+// package's: a remote may then be sent Encoded.
 func Installed() bool { return installed }
 
 // Encoded is a message already in its wire form: Bytes are what
 // proto.Marshal makes of a message of type Type (its full protobuf name).
 // The serializer sends them as they are, so a sender that encodes once,
-// into a buffer of its own, can reuse the message it encoded at once, and
-// the bytes are not copied again. Send one only to a remote, and only once
-// Installed: the receiver decodes a Type, and nothing in a member takes an
-// Encoded itself.
+// into a buffer of Buffer's, can reuse the message it encoded at once, and
+// the bytes are not copied again. Send one only to a remote, only once,
+// and only once Installed: the receiver decodes a Type, and nothing in a
+// member takes an Encoded itself. The bytes are the remote's from then on:
+// they go back to Buffer once gRPC has copied them out.
 type Encoded struct {
 	Type  string
 	Bytes []byte
@@ -80,7 +83,13 @@ func (s serializer) Serialize(msg any) ([]byte, error) {
 		if len(m.Type) == 0 {
 			return nil, fmt.Errorf("wire: an encoded message of %d bytes names no type", len(m.Bytes))
 		}
-		return m.Bytes, nil
+		if m.Bytes == nil {
+			return nil, fmt.Errorf("wire: an encoded %s serialized twice: its bytes went back to the buffers", m.Type)
+		}
+		b := m.Bytes
+		m.Bytes = nil
+		lend(b)
+		return b, nil
 	}
 	return s.Serializer.Serialize(msg)
 }

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -136,8 +138,8 @@ func randomEncoding(rng *rand.Rand) []byte {
 }
 
 // TestEncodedGoesAsItIs: serializer 0 sends an Encoded's bytes, not a copy,
-// under its type's name, refuses one that names no type, and serializes
-// everything else as before.
+// under its type's name, refuses one that names no type or whose bytes it
+// already lent, and serializes everything else as before.
 func TestEncodedGoesAsItIs(t *testing.T) {
 	ack := &messages.AckBatch{SpringIds: []uint64{1, 2}, XorDeltas: []uint64{3, 4}}
 	enc, _ := proto.Marshal(ack)
@@ -149,6 +151,12 @@ func TestEncodedGoesAsItIs(t *testing.T) {
 	if _, _, err := remote.Serialize(&Encoded{Bytes: enc}, 0); err == nil {
 		t.Error("Serialize(Encoded with no type) did not fail")
 	}
+	twice := &Encoded{Type: AckBatch, Bytes: enc}
+	_, _, _ = remote.Serialize(twice, 0)
+	if b, _, err := remote.Serialize(twice, 0); err == nil {
+		t.Errorf("Serialize(the same Encoded again) = %d bytes, want an error: they were lent", len(b))
+	}
+	lent.Clear()
 	b, name, err = remote.Serialize(ack, 0)
 	if err != nil || name != AckBatch || !bytes.Equal(b, enc) {
 		t.Errorf("Serialize(AckBatch) = %x, %q, %v; want %x, %q", b, name, err, enc, AckBatch)
@@ -189,6 +197,78 @@ func TestFramePrefix(t *testing.T) {
 			if got := append(FramePrefix(nil, task, size), frame...); !bytes.Equal(got, want) {
 				t.Errorf("task %d, frame of %d bytes: prefix and frame %x, proto.Marshal %x", task, size, got[:min(len(got), 12)], want[:min(len(want), 12)])
 			}
+		}
+	}
+}
+
+// TestEncodedBytesComeBack: gRPC's proto codec is this package's; when it
+// marshals a batch of envelopes, the bytes the serializer lent come back
+// to the buffers, the batch's bytes are what the envelopes held, and bytes
+// it did not lend stay where they are.
+func TestEncodedBytesComeBack(t *testing.T) {
+	c, ok := encoding.GetCodec(grpcproto.Name).(codec)
+	if !ok {
+		t.Fatalf("gRPC's proto codec is %T, not this package's", encoding.GetCodec(grpcproto.Name))
+	}
+	ack := &messages.AckBatch{SpringIds: []uint64{1, 2}, XorDeltas: []uint64{3, 4}}
+	buf, err := proto.MarshalOptions{}.MarshalAppend(Buffer(proto.Size(ack)), ack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := remote.Serialize(&Encoded{Type: AckBatch, Bytes: buf}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := []byte("bytes of another serializer")
+	m := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{
+		TypeNames: []string{AckBatch, "other"},
+		Envelopes: []*remote.MessageEnvelope{{MessageData: b}, {MessageData: own, TypeId: 1}, {}},
+	}}}
+	want, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lent.Load(unsafe.SliceData(b)); !ok {
+		t.Fatal("the serializer did not record the bytes it lent")
+	}
+	got, err := c.Marshal(m)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("Marshal = %x, %v; want %x", got, err, want)
+	}
+	if _, ok := lent.Load(unsafe.SliceData(b)); ok {
+		t.Error("the lent bytes did not come back once marshalled")
+	}
+	if n := giveBack(m); n != 0 {
+		t.Errorf("giving the batch back again released %d buffers, want 0", n)
+	}
+	other := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{
+		Envelopes: []*remote.MessageEnvelope{{MessageData: []byte("not lent")}}}}}
+	if n := giveBack(other); n != 0 {
+		t.Errorf("a batch of bytes nobody lent released %d buffers, want 0", n)
+	}
+	if n := giveBack(&remote.RemoteMessage{}); n != 0 {
+		t.Errorf("a message with no batch released %d buffers, want 0", n)
+	}
+	lent.Clear()
+}
+
+// TestBuffers: Buffer gives an empty buffer of at least the size asked,
+// and release keeps only buffers of a class's capacity.
+func TestBuffers(t *testing.T) {
+	for _, n := range []int{0, 1, 5, 4096, 4097, 1 << 24, 1<<24 + 1} {
+		if b := Buffer(n); len(b) != 0 || cap(b) < n {
+			t.Errorf("Buffer(%d): len %d, cap %d", n, len(b), cap(b))
+		}
+	}
+	cases := []struct {
+		cap  int
+		kept bool
+	}{
+		{0, false}, {1, true}, {3, false}, {4096, true}, {4097, false}, {1 << 24, true}, {1 << 25, false},
+	}
+	for _, tc := range cases {
+		if got := release(make([]byte, 0, tc.cap)); got != tc.kept {
+			t.Errorf("release(cap %d) = %v, want %v", tc.cap, got, tc.kept)
 		}
 	}
 }
