@@ -23,6 +23,9 @@ var classes [25]sync.Pool
 
 // lent holds the bytes of the Encoded messages the serializer handed out,
 // by the address of their first byte, until gRPC has marshalled them.
+// Proto.Actor's endpoint writer sends the envelopes it serializes at once,
+// and gRPC marshals a message before it looks at its stream, so bytes stay
+// here only if a stream is closed for sending in between.
 var lent sync.Map
 
 // Buffer returns an empty buffer of capacity at least n, for an Encoded's
@@ -58,8 +61,9 @@ func lend(b []byte) {
 }
 
 // giveBack releases the lent bytes among the envelopes of m, which gRPC
-// has marshalled (or failed to): nothing reads them after that. It returns
-// how many it released.
+// has marshalled (or failed to): nothing reads them after that (gRPC keeps
+// only what it marshalled, and no stats handler that would see m is set).
+// It returns how many it released.
 func giveBack(m *remote.RemoteMessage) int {
 	n := 0
 	for _, e := range m.GetMessageBatch().GetEnvelopes() {
