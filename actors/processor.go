@@ -499,7 +499,8 @@ func (p *processorTask) forAcker(pid *actor.PID, m any) any {
 	if !ok || pid.Address == p.self.Address || !wire.Installed() {
 		return m
 	}
-	enc, err := proto.MarshalOptions{}.MarshalAppend(wire.Buffer(proto.Size(b)), b)
+	size := proto.Size(b) // cached for the marshalling
+	enc, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(wire.Buffer(size), b)
 	if err != nil { // a message of ours that protobuf cannot encode: let the remote's serializer say why
 		return m
 	}

@@ -285,6 +285,11 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	sopts = append(sopts, grpc.ReadBufferSize(streamBuffer), grpc.WriteBufferSize(streamBuffer),
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
 		experimental.RecvBufferPool(grpc.NewSharedBufferPool()))
+	// No stats handler, stream interceptor, request tracing or codec
+	// option goes on these streams: cluster/wire gives an encoded batch's
+	// bytes back to its pools once gRPC's proto codec has marshalled the
+	// message that holds them, and each of those would see the message
+	// after that, or marshal it with another codec.
 	ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(creds),
 		grpc.WithReadBufferSize(streamBuffer), grpc.WithWriteBufferSize(streamBuffer),
 		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow)))

@@ -22,11 +22,71 @@ import (
 var classes [25]sync.Pool
 
 // lent holds the bytes of the Encoded messages the serializer handed out,
-// by the address of their first byte, until gRPC has marshalled them.
-// Proto.Actor's endpoint writer sends the envelopes it serializes at once,
-// and gRPC marshals a message before it looks at its stream, so bytes stay
-// here only if a stream is closed for sending in between.
-var lent sync.Map
+// by the address of their first byte, until gRPC has marshalled them. Not
+// every lend comes back: Proto.Actor's endpoint writer drops the rest of
+// the batch it is serializing when it learns that its peer is gone (a
+// member that stops tells the others), and a panic in the writer drops its
+// batch. Forgetting a lend is always safe (its bytes go to the collector
+// instead), so lent keeps the lends of two generations of lentGeneration
+// lends and forgets the older as the next one starts.
+var lent lends
+
+// lentGeneration is how many lends a generation holds: more than the
+// batches of envelopes the endpoint writers have in hand at once (its
+// batches are a few envelopes, at most Proto.Actor's batch size), and few
+// enough that what a peer's leaving strands is soon forgotten.
+const lentGeneration = 1024
+
+type lends struct {
+	mu       sync.Mutex
+	now, old map[*byte][]byte
+	n        int // lends into now
+}
+
+// lend records that b went out as an Encoded's bytes, unless they are out
+// already (another Encoded shares them): false then.
+func (l *lends) lend(b []byte) bool {
+	if cap(b) == 0 {
+		return true // nothing to give back
+	}
+	p := unsafe.SliceData(b)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.now[p]; ok {
+		return false
+	}
+	if _, ok := l.old[p]; ok {
+		return false
+	}
+	if l.now == nil || l.n == lentGeneration {
+		l.old, l.now, l.n = l.now, make(map[*byte][]byte), 0
+	}
+	l.now[p] = b
+	l.n++
+	return true
+}
+
+// take returns the lent bytes at p and forgets them.
+func (l *lends) take(p *byte) ([]byte, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range []map[*byte][]byte{l.now, l.old} {
+		if b, ok := m[p]; ok {
+			delete(m, p)
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// out says whether the bytes at p are lent.
+func (l *lends) out(p *byte) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, now := l.now[p]
+	_, old := l.old[p]
+	return now || old
+}
 
 // Buffer returns an empty buffer of capacity at least n, for an Encoded's
 // Bytes: one given back by the remote if there is one.
@@ -53,24 +113,18 @@ func release(b []byte) bool {
 	return true
 }
 
-// lend records that b went out as an Encoded's bytes.
-func lend(b []byte) {
-	if cap(b) > 0 {
-		lent.Store(unsafe.SliceData(b), b)
-	}
-}
-
 // giveBack releases the lent bytes among the envelopes of m, which gRPC
-// has marshalled (or failed to): nothing reads them after that (gRPC keeps
-// only what it marshalled, and no stats handler that would see m is set).
-// It returns how many it released.
+// has marshalled (or failed to). Nothing reads them after that: gRPC sends,
+// retries and logs its own marshalled copy, and it would hand m itself only
+// to a stats handler, an interceptor or its request tracing, none of which
+// a member sets (cluster/node.go). It returns how many it released.
 func giveBack(m *remote.RemoteMessage) int {
 	n := 0
 	for _, e := range m.GetMessageBatch().GetEnvelopes() {
 		if cap(e.MessageData) == 0 {
 			continue
 		}
-		if b, ok := lent.LoadAndDelete(unsafe.SliceData(e.MessageData)); ok && release(b.([]byte)) {
+		if b, ok := lent.take(unsafe.SliceData(e.MessageData)); ok && release(b) {
 			n++
 		}
 	}
@@ -88,6 +142,13 @@ func (c codec) Marshal(v any) ([]byte, error) {
 	}
 	return out, err
 }
+
+// ours says whether gRPC's proto codec is still this package's: another
+// package's init that runs later could register its own.
+var ours = sync.OnceValue(func() bool {
+	_, ok := encoding.GetCodec(grpcproto.Name).(codec)
+	return ok
+})
 
 // installCodec replaces gRPC's proto codec with codec, once, from init:
 // gRPC reads its codecs without a lock.

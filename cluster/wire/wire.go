@@ -1,8 +1,8 @@
 // Package wire is what acktor's members put on Proto.Actor's remote beyond
 // the library's own serializer, without changing a byte of what crosses:
 // messages a sender has already encoded (Encoded) into buffers that come
-// back once gRPC has copied them out (Buffer), and tuple batches decoded
-// in place. Importing it wraps Proto.Actor's serializer 0 and gRPC's proto
+// back once gRPC has copied them out (Buffer), and tuple batches decoded in
+// place. Importing it wraps Proto.Actor's serializer 0 and gRPC's proto
 // codec, once for the process and before any remote can start; the tasks
 // send Encoded only where that took (Installed). It lives apart from the cluster and the
 // actors so that neither imports the other.
@@ -47,8 +47,9 @@ func init() {
 }
 
 // Installed says whether serializer 0 and gRPC's proto codec are this
-// package's: a remote may then be sent Encoded.
-func Installed() bool { return installed }
+// package's: a remote may then be sent Encoded. Ask once every package's
+// init has run.
+func Installed() bool { return installed && ours() }
 
 // Encoded is a message already in its wire form: Bytes are what
 // proto.Marshal makes of a message of type Type (its full protobuf name).
@@ -56,8 +57,9 @@ func Installed() bool { return installed }
 // into a buffer of Buffer's, can reuse the message it encoded at once, and
 // the bytes are not copied again. Send one only to a remote, only once,
 // and only once Installed: the receiver decodes a Type, and nothing in a
-// member takes an Encoded itself. The bytes are the remote's from then on:
-// they go back to Buffer once gRPC has copied them out.
+// member takes an Encoded itself. The bytes are the remote's from then on,
+// whatever buffer they are in: once gRPC has copied them out, a buffer whose
+// capacity is a power of two up to 16 MB goes back to Buffer's pools.
 type Encoded struct {
 	Type  string
 	Bytes []byte
@@ -84,11 +86,13 @@ func (s serializer) Serialize(msg any) ([]byte, error) {
 			return nil, fmt.Errorf("wire: an encoded message of %d bytes names no type", len(m.Bytes))
 		}
 		if m.Bytes == nil {
-			return nil, fmt.Errorf("wire: an encoded %s serialized twice: its bytes went back to the buffers", m.Type)
+			return nil, fmt.Errorf("wire: an encoded %s with no bytes (serialized already: its bytes were lent)", m.Type)
+		}
+		if !lent.lend(m.Bytes) {
+			return nil, fmt.Errorf("wire: an encoded %s whose %d bytes another encoded message has lent", m.Type, len(m.Bytes))
 		}
 		b := m.Bytes
 		m.Bytes = nil
-		lend(b)
 		return b, nil
 	}
 	return s.Serializer.Serialize(msg)

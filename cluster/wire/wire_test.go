@@ -151,12 +151,17 @@ func TestEncodedGoesAsItIs(t *testing.T) {
 	if _, _, err := remote.Serialize(&Encoded{Bytes: enc}, 0); err == nil {
 		t.Error("Serialize(Encoded with no type) did not fail")
 	}
+	defer lent.reset()
 	twice := &Encoded{Type: AckBatch, Bytes: enc}
 	_, _, _ = remote.Serialize(twice, 0)
 	if b, _, err := remote.Serialize(twice, 0); err == nil {
 		t.Errorf("Serialize(the same Encoded again) = %d bytes, want an error: they were lent", len(b))
 	}
-	lent.Clear()
+	shared := make([]byte, 4, 8)
+	_, _, _ = remote.Serialize(&Encoded{Type: AckBatch, Bytes: shared}, 0)
+	if b, _, err := remote.Serialize(&Encoded{Type: AckBatch, Bytes: shared[:2]}, 0); err == nil {
+		t.Errorf("Serialize(an Encoded whose bytes another lent) = %d bytes, want an error", len(b))
+	}
 	b, name, err = remote.Serialize(ack, 0)
 	if err != nil || name != AckBatch || !bytes.Equal(b, enc) {
 		t.Errorf("Serialize(AckBatch) = %x, %q, %v; want %x, %q", b, name, err, enc, AckBatch)
@@ -228,14 +233,15 @@ func TestEncodedBytesComeBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := lent.Load(unsafe.SliceData(b)); !ok {
+	defer lent.reset()
+	if !lent.out(unsafe.SliceData(b)) {
 		t.Fatal("the serializer did not record the bytes it lent")
 	}
 	got, err := c.Marshal(m)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("Marshal = %x, %v; want %x", got, err, want)
 	}
-	if _, ok := lent.Load(unsafe.SliceData(b)); ok {
+	if lent.out(unsafe.SliceData(b)) {
 		t.Error("the lent bytes did not come back once marshalled")
 	}
 	if n := giveBack(m); n != 0 {
@@ -249,24 +255,122 @@ func TestEncodedBytesComeBack(t *testing.T) {
 	if n := giveBack(&remote.RemoteMessage{}); n != 0 {
 		t.Errorf("a message with no batch released %d buffers, want 0", n)
 	}
-	lent.Clear()
 }
 
-// TestBuffers: Buffer gives an empty buffer of at least the size asked,
-// and release keeps only buffers of a class's capacity.
-func TestBuffers(t *testing.T) {
-	for _, n := range []int{0, 1, 5, 4096, 4097, 1 << 24, 1<<24 + 1} {
-		if b := Buffer(n); len(b) != 0 || cap(b) < n {
-			t.Errorf("Buffer(%d): len %d, cap %d", n, len(b), cap(b))
+// reset forgets every lend.
+func (l *lends) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now, l.old, l.n = nil, nil, 0
+}
+
+// probe is a codec that fails the test if the bytes at p are no longer
+// lent when it marshals.
+type probe struct {
+	encoding.Codec
+	t *testing.T
+	p *byte
+}
+
+func (c probe) Marshal(v any) ([]byte, error) {
+	if !lent.out(c.p) {
+		c.t.Error("lent bytes came back before the codec marshalled them")
+	}
+	return c.Codec.Marshal(v)
+}
+
+// TestGiveBackAfterMarshal: lent bytes come back only after the codec it
+// wraps has marshalled the batch, and also when that failed (gRPC then
+// drops the message).
+func TestGiveBackAfterMarshal(t *testing.T) {
+	defer lent.reset()
+	base := encoding.GetCodec(grpcproto.Name).(codec).Codec
+	for _, typ := range []string{AckBatch, "\xff: not UTF-8, so Marshal fails"} {
+		b, _, err := remote.Serialize(&Encoded{Type: AckBatch, Bytes: append(Buffer(8), 1, 2, 3)}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{
+			TypeNames: []string{typ}, Envelopes: []*remote.MessageEnvelope{{MessageData: b}}}}}
+		_, err = codec{probe{base, t, unsafe.SliceData(b)}}.Marshal(m)
+		if lent.out(unsafe.SliceData(b)) {
+			t.Errorf("type %q (Marshal: %v): the lent bytes did not come back", typ, err)
 		}
 	}
-	cases := []struct {
+}
+
+// TestLendsForget: a lend that never comes back (its writer dropped the
+// batch) is forgotten once two generations of lends have followed it, and
+// one within the last generation is not.
+func TestLendsForget(t *testing.T) {
+	defer lent.reset()
+	first := make([]byte, 1)
+	if !lent.lend(first) {
+		t.Fatal("a first lend was refused")
+	}
+	var last []byte
+	for range 2 * lentGeneration {
+		last = make([]byte, 1)
+		lent.lend(last)
+	}
+	if lent.out(unsafe.SliceData(first)) {
+		t.Errorf("a lend %d lends old is still kept", 2*lentGeneration)
+	}
+	if !lent.out(unsafe.SliceData(last)) {
+		t.Error("the last lend was forgotten")
+	}
+	if lent.lend(last) {
+		t.Error("lending bytes that are out again was not refused")
+	}
+
+	lent.reset()
+	older := append(Buffer(8), 1)
+	lent.lend(older)
+	for range lentGeneration {
+		lent.lend(make([]byte, 1))
+	}
+	if !lent.out(unsafe.SliceData(older)) || lent.lend(older) {
+		t.Error("a lend one generation old was forgotten, or lent again")
+	}
+	m := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{
+		Envelopes: []*remote.MessageEnvelope{{MessageData: older}}}}}
+	if n := giveBack(m); n != 1 || lent.out(unsafe.SliceData(older)) {
+		t.Errorf("giving back a lend one generation old released %d buffers (want 1), and it is out: %v", n, lent.out(unsafe.SliceData(older)))
+	}
+}
+
+// TestBuffers: Buffer gives an empty buffer of the class that holds the
+// size asked (an exact one past the largest), release keeps only buffers
+// of a class's capacity, and a buffer released comes back from Buffer.
+func TestBuffers(t *testing.T) {
+	cases := []struct{ n, cap int }{
+		{0, 1}, {1, 1}, {2, 2}, {3, 4}, {5, 8}, {4096, 4096}, {4097, 8192}, {1 << 24, 1 << 24}, {1<<24 + 1, 1<<24 + 1},
+	}
+	for _, tc := range cases {
+		if b := Buffer(tc.n); len(b) != 0 || cap(b) != tc.cap {
+			t.Errorf("Buffer(%d): len %d, cap %d; want 0, %d", tc.n, len(b), cap(b), tc.cap)
+		}
+	}
+	for k := range len(classes) {
+		back := false
+		for range 50 { // a pool may drop what it is given (the race detector drops a quarter)
+			b := make([]byte, 0, 1<<k)
+			release(b)
+			if back = unsafe.SliceData(Buffer(1<<k/2+1)) == unsafe.SliceData(b); back {
+				break
+			}
+		}
+		if !back {
+			t.Errorf("a released buffer of %d bytes never came back", 1<<k)
+		}
+	}
+	kept := []struct {
 		cap  int
 		kept bool
 	}{
 		{0, false}, {1, true}, {3, false}, {4096, true}, {4097, false}, {1 << 24, true}, {1 << 25, false},
 	}
-	for _, tc := range cases {
+	for _, tc := range kept {
 		if got := release(make([]byte, 0, tc.cap)); got != tc.kept {
 			t.Errorf("release(cap %d) = %v, want %v", tc.cap, got, tc.kept)
 		}
