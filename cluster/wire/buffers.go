@@ -32,9 +32,9 @@ var classes [25]sync.Pool
 var lent lends
 
 // lentGeneration is how many lends a generation holds: more than the
-// batches of envelopes the endpoint writers have in hand at once (its
-// batches are a few envelopes, at most Proto.Actor's batch size), and few
-// enough that what a peer's leaving strands is soon forgotten.
+// endpoint writers have in hand at once (a batch of a few envelopes each,
+// at most Proto.Actor's batch size), and few enough that what a peer's
+// leaving strands is soon forgotten.
 const lentGeneration = 1024
 
 type lends struct {

@@ -4,8 +4,8 @@
 // back once gRPC has copied them out (Buffer), and tuple batches decoded in
 // place. Importing it wraps Proto.Actor's serializer 0 and gRPC's proto
 // codec, once for the process and before any remote can start; the tasks
-// send Encoded only where that took (Installed). It lives apart from the cluster and the
-// actors so that neither imports the other.
+// send Encoded only where that took (Installed). It lives apart from the
+// cluster and the actors so that neither imports the other.
 package wire
 
 import (

@@ -152,13 +152,17 @@ func TestEncodedGoesAsItIs(t *testing.T) {
 		t.Error("Serialize(Encoded with no type) did not fail")
 	}
 	defer lent.reset()
-	twice := &Encoded{Type: AckBatch, Bytes: enc}
-	_, _, _ = remote.Serialize(twice, 0)
+	twice := &Encoded{Type: AckBatch, Bytes: bytes.Clone(enc)}
+	if _, _, err := remote.Serialize(twice, 0); err != nil {
+		t.Fatalf("Serialize(Encoded) = %v", err)
+	}
 	if b, _, err := remote.Serialize(twice, 0); err == nil {
 		t.Errorf("Serialize(the same Encoded again) = %d bytes, want an error: they were lent", len(b))
 	}
 	shared := make([]byte, 4, 8)
-	_, _, _ = remote.Serialize(&Encoded{Type: AckBatch, Bytes: shared}, 0)
+	if _, _, err := remote.Serialize(&Encoded{Type: AckBatch, Bytes: shared}, 0); err != nil {
+		t.Fatalf("Serialize(Encoded) = %v", err)
+	}
 	if b, _, err := remote.Serialize(&Encoded{Type: AckBatch, Bytes: shared[:2]}, 0); err == nil {
 		t.Errorf("Serialize(an Encoded whose bytes another lent) = %d bytes, want an error", len(b))
 	}
