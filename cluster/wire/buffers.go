@@ -79,15 +79,6 @@ func (l *lends) take(p *byte) ([]byte, bool) {
 	return nil, false
 }
 
-// out says whether the bytes at p are lent.
-func (l *lends) out(p *byte) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	_, now := l.now[p]
-	_, old := l.old[p]
-	return now || old
-}
-
 // Buffer returns an empty buffer of capacity at least n, for an Encoded's
 // Bytes: one given back by the remote if there is one.
 func Buffer(n int) []byte {

@@ -261,6 +261,15 @@ func TestEncodedBytesComeBack(t *testing.T) {
 	}
 }
 
+// out says whether the bytes at p are lent.
+func (l *lends) out(p *byte) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, now := l.now[p]
+	_, old := l.old[p]
+	return now || old
+}
+
 // reset forgets every lend.
 func (l *lends) reset() {
 	l.mu.Lock()
