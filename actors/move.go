@@ -42,10 +42,10 @@ func (f *forwarder) pass(ctx actor.Context) bool {
 		return true
 	case actor.SystemMessage, actor.AutoReceiveMessage, *cluster.ClusterInit, *grain.Moved:
 		return false
-	case *pull, *spoutTick, *startHeld, *rotate, *flushOut, *flushAcks, *reportNow, *stateLate:
+	case *pull, *spoutTick, *startHeld, *rotate, *flushOut, *flushAcks, *reportNow, *stateLate, *memberDied:
 		// The old activation's messages to itself: the new one keeps its
-		// own timers, move flushed what a flush would send, and these
-		// cannot cross to another member.
+		// own timers and hears of deaths itself, move flushed what a flush
+		// would send, and these cannot cross to another member.
 		return true
 	case *messages.StandbyApplied, *actor.DeadLetterResponse, *standbyFound, *standbyRetry, *claimed:
 		// About the old activation's batches to its standby: the new one

@@ -34,7 +34,7 @@ func TestForwarderDropsTimers(t *testing.T) {
 		forward bool
 	}{
 		{&pull{}, false}, {&spoutTick{}, false}, {&startHeld{}, false}, {&rotate{}, false}, {&flushOut{}, false},
-		{&flushAcks{}, false}, {&reportNow{}, false}, {&stateLate{}, false}, {&claimed{}, false},
+		{&flushAcks{}, false}, {&reportNow{}, false}, {&stateLate{}, false}, {&claimed{}, false}, {&memberDied{}, false},
 		{&messages.StandbyApplied{}, false}, {&actor.DeadLetterResponse{}, false}, {&standbyFound{}, false}, {&standbyRetry{}, false},
 		{&messages.TupleBatch{}, true}, {&messages.AckBatch{}, true}, {&messages.Completed{}, true},
 	} {

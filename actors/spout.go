@@ -302,7 +302,7 @@ type memberDied struct{ addr string }
 // otherwise wait for their deadline (a timeout's length of nothing).
 func (s *spoutTask) died(m *memberDied) {
 	if s.core == nil || !s.core.Started() || s.finished || s.deaths[m.addr] {
-		return // (a moved task's old activation passes on what its new one hears too)
+		return // (a death is heard once)
 	}
 	now := s.env.now()
 	s.core.Shorten(now.Add(deathSettles).UnixNano(), int64(undeliveredRetry))
