@@ -208,6 +208,30 @@ const (
 	streamWindow = 16 << 20
 )
 
+// streamServerOptions and streamDialOptions are gRPC's options on the
+// streams between members, but for credentials: buffers and windows as
+// streamBuffer and streamWindow say, and a received batch read into a
+// buffer from a pool, not a new one: protobuf copies what it keeps out of
+// it (a fifth of the bytes a member that takes many batches made). The
+// pool keeps buffers by size class, a class's largest (docs/cluster.md);
+// experimental in gRPC 1.60.
+//
+// No stats handler, stream interceptor, request tracing or codec option
+// goes on these streams: cluster/wire gives an encoded batch's bytes back
+// to its pools once gRPC's proto codec has marshalled the message that
+// holds them, and each of those would see the message after that, or
+// marshal it with another codec.
+func streamServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ReadBufferSize(streamBuffer), grpc.WriteBufferSize(streamBuffer),
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
+		experimental.RecvBufferPool(grpc.NewSharedBufferPool())}
+}
+
+func streamDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithReadBufferSize(streamBuffer), grpc.WithWriteBufferSize(streamBuffer),
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow)}
+}
+
 // endpointQueue is the first size of the queue of messages to each other
 // member (it grows as needed).
 const endpointQueue = 4096
@@ -277,22 +301,8 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 		sopts = append(sopts, grpc.Creds(mtls.grpcServer()))
 		creds = credentials.NewTLS(mtls.client)
 	}
-	// A received batch is read into a buffer from a pool, not a new one:
-	// protobuf copies what it keeps out of it (a fifth of the bytes a
-	// member that takes many batches made). The pool keeps buffers by
-	// size class, a class's largest (docs/cluster.md); experimental in
-	// gRPC 1.60.
-	sopts = append(sopts, grpc.ReadBufferSize(streamBuffer), grpc.WriteBufferSize(streamBuffer),
-		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
-		experimental.RecvBufferPool(grpc.NewSharedBufferPool()))
-	// No stats handler, stream interceptor, request tracing or codec
-	// option goes on these streams: cluster/wire gives an encoded batch's
-	// bytes back to its pools once gRPC's proto codec has marshalled the
-	// message that holds them, and each of those would see the message
-	// after that, or marshal it with another codec.
-	ropts = append(ropts, remote.WithDialOptions(grpc.WithTransportCredentials(creds),
-		grpc.WithReadBufferSize(streamBuffer), grpc.WithWriteBufferSize(streamBuffer),
-		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow)))
+	sopts = append(sopts, streamServerOptions()...)
+	ropts = append(ropts, remote.WithDialOptions(append(streamDialOptions(), grpc.WithTransportCredentials(creds))...))
 	// The endpoint writer's queue to each member starts as an array of this
 	// many messages and doubles when full. The library's 1e6 made 16 MB of
 	// pointers per member talked to, which every collection scanned: two
