@@ -62,15 +62,14 @@ func benchRemoteBatches(b *testing.B, frame, entries int) {
 	}
 	done := make(chan struct{})
 	sent, got := 0, 0
-	var self *actor.PID
 	send := func(c actor.Context) {
 		enc := wire.FramePrefix(wire.Buffer(16+frame), 1, frame)
-		c.RequestWithCustomSender(recv, &wire.Encoded{Type: wire.TupleBatch, Bytes: append(enc, body...)}, self)
+		c.RequestWithCustomSender(recv, &wire.Encoded{Type: wire.TupleBatch, Bytes: append(enc, body...)}, c.Self())
 		sent++
 	}
 	b.ResetTimer()
 	cpu0 := processCPU()
-	self, err = from.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+	_, err = from.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
 		switch c.Message().(type) {
 		case *actor.Started:
 			for sent < min(window, b.N) {
