@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"syscall"
 	"testing"
 	"time"
@@ -98,9 +96,7 @@ func benchRemoteBatches(b *testing.B, frame, entries int) {
 // benchSystem is an actor system with a remote on a free loopback port,
 // with the members' stream options, stopped when b ends.
 func benchSystem(b *testing.B) *actor.ActorSystem {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}))
+	sys := quietSystem()
 	r := remote.NewRemote(sys, remote.Configure("127.0.0.1", 0,
 		remote.WithServerOptions(append(streamServerOptions(), grpc.MaxRecvMsgSize(MaxRemoteMessage))...),
 		remote.WithDialOptions(append(streamDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...),
