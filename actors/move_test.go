@@ -12,6 +12,7 @@ import (
 	"github.com/acktor/acktor/cluster/grain"
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/source"
+	"github.com/acktor/acktor/tracker"
 )
 
 // stubContext is the part of actor.Context a forwarder uses.
@@ -118,6 +119,12 @@ func TestMoveHandsOnAHeldStart(t *testing.T) {
 // source that has nothing yet, and a context to hand it messages with.
 func spoutTaskOutside(t *testing.T) (*spoutTask, *taskContext) {
 	t.Helper()
+	return spoutTaskWith(t, DefaultConfig())
+}
+
+// spoutTaskWith is spoutTaskOutside with cfg.
+func spoutTaskWith(t *testing.T, cfg Config) (*spoutTask, *taskContext) {
+	t.Helper()
 	var b Builder
 	b.Spout("s", 1, func(int, int) (source.Source, error) { return waitingSource{}, nil })
 	b.Processor("p", 1, nopProc).Shuffle("s")
@@ -128,7 +135,7 @@ func spoutTaskOutside(t *testing.T) (*spoutTask, *taskContext) {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
-	s := &spoutTask{env: newEnv(topo, DefaultConfig(), quietLog()), info: topo.taskInfo(0)}
+	s := &spoutTask{env: newEnv(topo, cfg, quietLog()), info: topo.taskInfo(0)}
 	s.setup(sys.Root, sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})))
 	return s, &taskContext{sys: sys, self: s.self}
 }
@@ -137,3 +144,50 @@ func spoutTaskOutside(t *testing.T) (*spoutTask, *taskContext) {
 type waitingSource struct{ idleSource }
 
 func (waitingSource) Next() (source.Root, error) { return source.Root{}, source.ErrNotReady }
+
+// TestDeathsByMember: a spout task hastens its roots in flight once for
+// each member that dies, and a member that came back on a dead one's
+// address and died too is another death, not the first heard again.
+func TestDeathsByMember(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	cfg := DefaultConfig()
+	cfg.MembershipLag, cfg.Clock = time.Second, func() time.Time { return now }
+	s, ctx := spoutTaskWith(t, cfg)
+	ctx.msg = &messages.StartSpout{}
+	s.Receive(ctx)
+	if !s.core.Started() {
+		t.Fatal("the spout task did not start")
+	}
+	d := tracker.NewDirectory(1, 1, 0)
+	open := func(id uint64) {
+		s.core.Open(id, tracker.PendingRoot{ID: id}, 1, d, now.UnixNano())
+	}
+	deadline := func(id uint64) time.Time {
+		var at int64
+		s.core.Each(func(springID uint64, r tracker.PendingRoot) {
+			if springID == id {
+				at = r.Deadline
+			}
+		})
+		return time.Unix(0, at)
+	}
+	for i, tc := range []struct {
+		death   memberDied
+		hastens bool
+	}{
+		{memberDied{addr: "127.0.0.1:1", member: "first"}, true},
+		{memberDied{addr: "127.0.0.1:1", member: "first"}, false},    // heard again
+		{memberDied{addr: "127.0.0.1:1", member: "came back"}, true}, // the same address, another member
+		{memberDied{addr: "127.0.0.1:2", member: "other"}, true},
+	} {
+		now = now.Add(time.Minute) // past the last death's short deadlines
+		id := uint64(100 + i)
+		open(id)
+		before := deadline(id)
+		ctx.msg = &tc.death
+		s.Receive(ctx)
+		if hastened := deadline(id).Before(before); hastened != tc.hastens {
+			t.Errorf("death %d (%+v): deadline %v, was %v; hastened %v, want %v", i, tc.death, deadline(id), before, hastened, tc.hastens)
+		}
+	}
+}

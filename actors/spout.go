@@ -58,7 +58,7 @@ type spoutTask struct {
 	// unsubscribe ends the task's watch on the membership: a member that
 	// dies fails the roots in flight (memberDied).
 	unsubscribe  func()
-	deaths       map[string]bool // the members whose death failed the roots already
+	deaths       map[string]bool // by member id: the members whose death failed the roots already
 	checkpointed time.Time       // when the last checkpoint went to the reporter
 	// scope is what root content ids derive from besides the root's id:
 	// the task, or for a source with GlobalIDs its component's first task,
@@ -213,7 +213,7 @@ func (s *spoutTask) init(ctx actor.Context, m *cluster.ClusterInit) {
 		}
 		for _, gone := range t.Left {
 			if deaths.Died(gone.Address()) {
-				root.Send(self, &memberDied{addr: gone.Address()})
+				root.Send(self, &memberDied{addr: gone.Address(), member: gone.Id})
 			}
 		}
 	})
@@ -294,22 +294,22 @@ func (s *spoutTask) claimedBy(m *claimed) {
 }
 
 // memberDied tells a spout task that a member died (left without handing
-// its grains over).
-type memberDied struct{ addr string }
+// its grains over): its address and its member id.
+type memberDied struct{ addr, member string }
 
 // died fails every root in flight when a member died: its ackers' records
 // and the tuples at its processors are gone, and the roots they held would
 // otherwise wait for their deadline (a timeout's length of nothing).
 func (s *spoutTask) died(m *memberDied) {
-	if s.core == nil || !s.core.Started() || s.finished || s.deaths[m.addr] {
-		return // (a death is heard once)
+	if s.core == nil || !s.core.Started() || s.finished || s.deaths[m.member] {
+		return // a death is heard once; a member that came back on the address and died again is another
 	}
 	now := s.env.now()
 	s.core.Shorten(now.Add(deathSettles).UnixNano(), int64(undeliveredRetry))
 	if s.deaths == nil {
 		s.deaths = map[string]bool{}
 	}
-	s.deaths[m.addr] = true
+	s.deaths[m.member] = true
 	n := s.core.Len()
 	if n == 0 {
 		return
