@@ -209,8 +209,11 @@ const (
 )
 
 // streamServerOptions and streamDialOptions are gRPC's options on the
-// streams between members, but for credentials: buffers and windows as
-// streamBuffer and streamWindow say, and a received batch read into a
+// streams between members, but for credentials: a received message of up
+// to MaxRemoteMessage (a batch of the endpoint writer, up to 1000 messages,
+// may carry a moving counter's state part beside many tuple batches: more
+// than gRPC's default 4 MiB), buffers and windows as streamBuffer and
+// streamWindow say, and a received batch read into a
 // buffer from a pool, not a new one: protobuf copies what it keeps out of
 // it (a fifth of the bytes a member that takes many batches made). The
 // pool keeps buffers by size class, a class's largest (docs/cluster.md);
@@ -222,7 +225,7 @@ const (
 // holds them, and each of those would see the message after that, or
 // marshal it with another codec.
 func streamServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ReadBufferSize(streamBuffer), grpc.WriteBufferSize(streamBuffer),
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRemoteMessage), grpc.ReadBufferSize(streamBuffer), grpc.WriteBufferSize(streamBuffer),
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
 		experimental.RecvBufferPool(grpc.NewSharedBufferPool())}
 }
@@ -292,10 +295,7 @@ func start(cfg Config, kinds []*pcluster.Kind, client bool, log *logrus.Logger) 
 	if cfg.AdvertisedHost != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.AdvertisedHost))
 	}
-	// A batch of the endpoint writer (up to 1000 messages) may carry a
-	// moving counter's state part beside many tuple batches: more than
-	// gRPC's default 4 MiB.
-	sopts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRemoteMessage), grpc.UnaryInterceptor(noUnary)}
+	sopts := []grpc.ServerOption{grpc.UnaryInterceptor(noUnary)}
 	creds := insecure.NewCredentials()
 	if mtls != nil {
 		sopts = append(sopts, grpc.Creds(mtls.grpcServer()))
