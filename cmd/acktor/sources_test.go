@@ -395,7 +395,11 @@ job:
 	// While the cluster has not noticed the death yet, the other members
 	// answer on time: the counters name the tasks that did not answer (all
 	// of them, with 504, when every one lived on the dead member), and the
-	// status says which ackers did not.
+	// status says which ackers did not. A complete answer is on time too:
+	// a call to a task on the dead member waits in the queue to its address
+	// until Proto.Actor gives the address up (up to 2 s a retry), and when
+	// the task has moved by then, the call asked again reaches it and the
+	// answer is whole, just inside the gateway's 3 s.
 	for _, path := range []string{"/api/counters/zones?top=5", "/api/status"} {
 		began := time.Now()
 		res, err := http.Get("http://" + gateways[live[0]] + path)
@@ -411,7 +415,7 @@ job:
 		res.Body.Close()
 		took := time.Since(began)
 		partial := res.StatusCode == http.StatusOK || (res.StatusCode == http.StatusGatewayTimeout && len(a.Missing) == 4)
-		if took > 4*time.Second || !partial || (took > time.Second && len(a.Missing) == 0 && a.AckerErr == "") {
+		if took > 4*time.Second || !partial {
 			t.Errorf("GET %s just after a kill: %s in %v (missing %v, acker error %q, error %q), want an answer within 4 s naming what did not answer",
 				path, res.Status, took, a.Missing, a.AckerErr, a.ErrorText)
 		}
