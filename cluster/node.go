@@ -217,13 +217,14 @@ const (
 // buffer from a pool, not a new one: protobuf copies what it keeps out of
 // it (a fifth of the bytes a member that takes many batches made). The
 // pool keeps buffers by size class, a class's largest (docs/cluster.md);
-// experimental in gRPC 1.60.
+// experimental in gRPC 1.60. A writer's connect handshake is bounded by
+// connectWithin (handshakeWithin).
 //
-// No stats handler, stream interceptor, request tracing or codec option
-// goes on these streams: cluster/wire gives an encoded batch's bytes back
-// to its pools once gRPC's proto codec has marshalled the message that
-// holds them, and each of those would see the message after that, or
-// marshal it with another codec.
+// No stats handler, request tracing, codec option or other stream
+// interceptor goes on these streams: cluster/wire gives an encoded batch's
+// bytes back to its pools once gRPC's proto codec has marshalled the
+// message that holds them, and each of those would see the message after
+// that, or marshal it with another codec (handshakeWithin never reads one).
 func streamServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRemoteMessage), grpc.ReadBufferSize(streamBuffer), grpc.WriteBufferSize(streamBuffer),
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
@@ -232,7 +233,8 @@ func streamServerOptions() []grpc.ServerOption {
 
 func streamDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithReadBufferSize(streamBuffer), grpc.WithWriteBufferSize(streamBuffer),
-		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow)}
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow),
+		grpc.WithStreamInterceptor(handshakeWithin(connectWithin))}
 }
 
 // endpointQueue is the first size of the queue of messages to each other
