@@ -119,8 +119,27 @@ func startNode(t testing.TB, path string) (*exec.Cmd, *os.File) {
 		_ = cmd.Process.Kill()
 		_, _ = cmd.Process.Wait()
 		_ = log.Close()
+		keepLog(t, path+".log")
 	})
 	return cmd, log
+}
+
+// keepLog copies a member's log of a failed test into the directory
+// $ACKTOR_KEEP_LOGS names, if any, since the test's own directory goes
+// with it: a failure one run in a hundred is read from its logs.
+func keepLog(t testing.TB, path string) {
+	dir := os.Getenv("ACKTOR_KEEP_LOGS")
+	if dir == "" || !t.Failed() {
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err == nil {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + "-" + filepath.Base(path)
+		err = os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	if err != nil {
+		t.Logf("keeping %s: %v", path, err)
+	}
 }
 
 // TestNodeKilled runs the word count over three `acktor node` processes and
