@@ -54,6 +54,7 @@ func counterTask(t *testing.T) (*processorTask, *taskContext) {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}))
 	e := newEnv(topo, DefaultConfig(), quietLog())
+	e.handWait = 50 * time.Millisecond
 	k, _ := NewCounter(opts)
 	p := &processorTask{env: e, task: task, info: topo.taskInfo(task), user: k, root: sys.Root,
 		self: sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})), drained: map[uint32]bool{}, decided: true}
@@ -106,6 +107,7 @@ func TestMoveHandsOnHeldInput(t *testing.T) {
 			mu.Lock()
 			got = append(got, "state")
 			mu.Unlock()
+			c.Respond(&messages.ProcessorState{})
 		}
 	}))
 	ctx.give(p, &grain.Incoming{}, batchOf([]update{{"z1", "r1", 1, int64(time.Hour)}}), &messages.Drain{FromTask: 0},
@@ -262,6 +264,7 @@ func TestMoveFindsTheNewActivationAgain(t *testing.T) {
 			c.Respond(&messages.CounterState{})
 		case *messages.ProcessorState:
 			got = append(got, "processor state")
+			c.Respond(&messages.ProcessorState{})
 		}
 	}))
 	activations := []*actor.PID{gone, to}

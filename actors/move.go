@@ -81,3 +81,39 @@ func moveTo(ctx actor.Context, m *grain.Moved, what string, log interface{ Error
 	scheduler.NewTimerScheduler(ctx.ActorSystem().Root).SendOnce(MoveGrace, ctx.Self(), &stopForwarding{})
 	return &forwarder{to: to}
 }
+
+// handWait (the env's, by default) and handTries bound how long the old
+// activation waits for a handover part to be answered and how often it
+// sends the part again. A
+// part can vanish without a dead letter: while Proto.Actor replaces the
+// connection to a member that came back on a dead one's address, what it
+// sends goes to a writer being dropped.
+const (
+	handWait  = 2 * time.Second
+	handTries = 8
+)
+
+// moveIn is what the new activation has taken of a move's handover: the
+// move and the next part it expects. The old activation sends a part again
+// until it is answered, so a part may come twice; the window's parts carry
+// no offsets, and one taken twice would count twice.
+type moveIn struct {
+	id   uint64
+	next uint32
+}
+
+// take says whether a handover part (move, part) is new, and notes it. A
+// part of move 0 (a standby's sync, or an older sender) is always new; a
+// new move starts afresh.
+func (in *moveIn) take(move uint64, part uint32) bool {
+	switch {
+	case move == 0:
+		return true
+	case move != in.id:
+		in.id, in.next = move, 0
+	case part < in.next:
+		return false
+	}
+	in.next = part + 1
+	return true
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/acktor/acktor/messages"
 	"github.com/acktor/acktor/source"
 	"github.com/acktor/acktor/tracker"
+	"github.com/acktor/acktor/window"
 )
 
 // stubContext is the part of actor.Context a forwarder uses.
@@ -189,5 +191,124 @@ func TestDeathsByMember(t *testing.T) {
 		if hastened := deadline(id).Before(before); hastened != tc.hastens {
 			t.Errorf("death %d (%+v): deadline %v, was %v; hastened %v, want %v", i, tc.death, deadline(id), before, hastened, tc.hastens)
 		}
+	}
+}
+
+// TestMoveInTakesEachPartOnce: a handover part sent again is not taken
+// again; a new move, and a standby's unnumbered sync, start afresh.
+func TestMoveInTakesEachPartOnce(t *testing.T) {
+	var in moveIn
+	for i, tc := range []struct {
+		move uint64
+		part uint32
+		take bool
+	}{
+		{0, 0, true}, {0, 0, true}, // unnumbered: always
+		{7, 0, true}, {7, 0, false}, {7, 1, true}, {7, 1, false}, {7, 0, false}, {7, 2, true},
+		{9, 0, true}, {9, 0, false}, {9, 1, true}, // another move
+		{0, 0, true}, {9, 1, false},
+	} {
+		if got := in.take(tc.move, tc.part); got != tc.take {
+			t.Fatalf("step %d: take(%d, %d) = %v, want %v", i, tc.move, tc.part, got, tc.take)
+		}
+	}
+}
+
+// windowOf is the sum of the counts in k's window, and its cells.
+func windowOf(k *Counter) (total uint64, cells int) {
+	k.w.Export(func(c window.Cell) bool {
+		total += c.Count
+		cells++
+		return true
+	})
+	return total, cells
+}
+
+// bigWindow is a CounterState of n keys in one pane, counts 1…n.
+func bigWindow(n int) *messages.CounterState {
+	m := &messages.CounterState{Last: true}
+	for i := range n {
+		m.Panes, m.Keys = append(m.Panes, int64(time.Hour)), append(m.Keys, fmt.Sprintf("zone-%06d", i))
+		m.Counts, m.Sums = append(m.Counts, uint64(i+1)), append(m.Sums, int64(i+1))
+	}
+	return m
+}
+
+// TestMoveSendsALostPartAgain: a handover part that vanishes on the way
+// (no answer, no dead letter: Proto.Actor drops what it sends through a
+// connection it is replacing) is sent again, and the new activation ends
+// with the whole window and the task's count of tuples, each taken once.
+func TestMoveSendsALostPartAgain(t *testing.T) {
+	from, ctx := counterTask(t)
+	ctx.give(from, bigWindow(20000)) // parts of counterStateBytes
+	from.st.Processed = 41
+	wantTotal, wantCells := windowOf(from.user.(counted).counter())
+	parts := 0
+	from.user.(counted).counter().export(counterStateBytes, func(*messages.CounterState) { parts++ })
+	if parts < 3 {
+		t.Fatalf("the window went in %d parts; the test wants 3 or more", parts)
+	}
+	state := fmt.Sprintf("state %d", parts)
+	want := []string{"part 0", "part 1", "part 1"}
+	for i := 2; i < parts; i++ {
+		want = append(want, fmt.Sprintf("part %d", i))
+	}
+	want = append(want, state, state)
+
+	into, _ := counterTask(t)
+	into.awaiting = true
+	var mu sync.Mutex
+	var heard []string
+	dropped := map[string]bool{}
+	to := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		var what string
+		switch m := c.Message().(type) {
+		case *messages.CounterState:
+			what = fmt.Sprintf("part %d", m.Part)
+		case *messages.ProcessorState:
+			what = fmt.Sprintf("state %d", m.Part)
+		default:
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, what)
+		if (what == "part 1" || what == state) && !dropped[what] {
+			dropped[what] = true // lost on the way: no answer
+			return
+		}
+		into.Receive(c)
+	}))
+	ctx.give(from, &grain.Moved{Activate: func() (*actor.PID, error) { return to, nil }})
+
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(heard) != fmt.Sprint(want) {
+		t.Fatalf("the new activation heard %v, want %v", heard, want)
+	}
+	if total, cells := windowOf(into.user.(counted).counter()); total != wantTotal || cells != wantCells {
+		t.Fatalf("the new activation holds %d counts in %d cells, want %d in %d", total, cells, wantTotal, wantCells)
+	}
+	if into.st.Processed != 41 || into.awaiting {
+		t.Fatalf("the new activation processed %d, awaiting %v; want 41, false", into.st.Processed, into.awaiting)
+	}
+}
+
+// TestMoveTakesARepeatedPartOnce: the new activation that hears a part,
+// or the task's state, a second time (its answer was lost, or came after
+// the old activation gave up waiting) does not count it twice.
+func TestMoveTakesARepeatedPartOnce(t *testing.T) {
+	p, ctx := counterTask(t)
+	part := bigWindow(3)
+	part.Move, part.Last = 5, false
+	last := &messages.CounterState{Panes: []int64{int64(time.Hour)}, Keys: []string{"other"}, Counts: []uint64{10}, Sums: []int64{10},
+		Move: 5, Part: 1, Last: true}
+	st := &messages.ProcessorState{Processed: 7, Move: 5, Part: 2}
+	ctx.give(p, &grain.Incoming{}, part, part, last, last, st, st)
+	if total, cells := windowOf(p.user.(counted).counter()); total != 1+2+3+10 || cells != 4 {
+		t.Fatalf("the window holds %d counts in %d cells, want 16 in 4", total, cells)
+	}
+	if p.st.Processed != 7 || p.awaiting {
+		t.Fatalf("processed %d, awaiting %v; want 7, false", p.st.Processed, p.awaiting)
 	}
 }

@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
@@ -47,6 +48,7 @@ type processorTask struct {
 	held     []any
 	incoming bool   // grain.Incoming came: the state follows
 	waits    uint64 // awaits so far: a stateLate ends only the wait it was set for
+	in       moveIn // the handover parts taken so far
 
 	// reuse is set when user keeps no tuple past Process (a Reuser, or the
 	// runtime's own Counter): its batches, once every tuple is done, and
@@ -105,19 +107,14 @@ func (p *processorTask) Receive(ctx actor.Context) {
 	case *grain.Moved:
 		p.move(ctx, m)
 	case *messages.ProcessorState:
-		p.adopt(m)
-	case *messages.CounterState:
-		if c, ok := p.user.(counted); ok {
-			if err := c.counter().adopt(m); err != nil {
-				p.env.log.WithError(err).Warnf("counter %s/%d: taking over its window", p.info.Component, p.info.Index)
-			}
+		if p.in.take(m.Move, m.Part) {
+			p.adopt(m)
 		}
 		if ctx.Sender() != nil {
-			ctx.Respond(&messages.CounterState{}) // the part is in: send the next
+			ctx.Respond(&messages.ProcessorState{})
 		}
-		if m.Last && p.awaiting {
-			p.release()
-		}
+	case *messages.CounterState:
+		p.takeWindow(ctx, m)
 	case *messages.StandbyApplied:
 		p.applied(m)
 	case *actor.DeadLetterResponse: // only batches to the standby name the task their sender
@@ -255,14 +252,17 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 	if p.rep != nil { // the state goes to the new activation
 		p.releaseHeld(p.rep.seq)
 	}
+	move, part := rand.Uint64()|1, uint32(0)
 	if c, ok := p.user.(counted); ok {
-		p.handWindow(c.counter(), m, f)
+		part = p.handWindow(c.counter(), m, f, move)
 	}
-	st := &messages.ProcessorState{Finished: p.finished, Processed: p.st.Processed, Reporter: p.reporter}
+	st := &messages.ProcessorState{Finished: p.finished, Processed: p.st.Processed, Reporter: p.reporter, Move: move, Part: part}
 	for t := range p.drained {
 		st.Drained = append(st.Drained, t)
 	}
-	p.root.Send(f.to, st)
+	if err := p.handPart(f.to, st); err != nil {
+		p.env.log.WithError(err).Errorf("processor %s/%d: handing its drains to its new member", p.info.Component, p.info.Index)
+	}
 	for _, h := range p.held { // input held for a state that now goes on too
 		p.root.Send(f.to, h)
 	}
@@ -274,45 +274,75 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 }
 
 // handWindow sends a counter's window to its new activation, one part at
-// a time (a remote batch carries at most one). A first part that finds no
-// activation there (its member left meanwhile, or it moved on and
-// stopped) reached nobody: the window goes to the activation the
-// placement gives now instead, up to moveTries times, and so does what
-// follows it (f.to). Once a part is in, the others go there whatever
-// befalls one of them: the parts carry no offsets, and one taken twice
-// would count twice.
-func (p *processorTask) handWindow(k *Counter, m *grain.Moved, f *forwarder) {
+// a time (a remote batch carries at most one), as handover move, and says
+// how many parts it sent. A first part that finds no activation there (its
+// member left meanwhile, or it moved on and stopped) reached nobody: the
+// window goes to the activation the placement gives now instead, up to
+// moveTries times, and so does what follows it (f.to). Once a part is in,
+// the others go there whatever befalls one of them.
+func (p *processorTask) handWindow(k *Counter, m *grain.Moved, f *forwarder, move uint64) uint32 {
 	for try := 1; ; try++ {
-		in, lost := 0, false
+		part, lost := uint32(0), false
 		k.export(counterStateBytes, func(st *messages.CounterState) {
 			if lost {
 				return
 			}
-			_, err := p.root.RequestFuture(f.to, st, 10*time.Second).Result()
+			st.Move, st.Part = move, part
+			err := p.handPart(f.to, st)
 			switch {
-			case err == nil:
-				in++
-			case in == 0 && errors.Is(err, actor.ErrDeadLetter):
+			case part == 0 && errors.Is(err, actor.ErrDeadLetter):
 				lost = true
-			default:
-				in++ // it may have come in late
-				p.env.log.WithError(err).Errorf("counter %s/%d: handing its window to its new member", p.info.Component, p.info.Index)
+				return
+			case err != nil:
+				p.env.log.WithError(err).Errorf("counter %s/%d: handing part %d of its window to its new member", p.info.Component, p.info.Index, part)
 			}
+			part++
 		})
 		if !lost {
-			return
+			return part
 		}
 		if try == moveTries {
 			p.env.log.Errorf("counter %s/%d: its new activation went away %d times; its window is lost", p.info.Component, p.info.Index, moveTries)
-			return
+			return 0
 		}
 		time.Sleep(moveRetry)
 		to, err := m.Activate()
 		if err != nil || to == nil { // the member it moves to is gone too
 			p.env.log.WithError(err).Errorf("counter %s/%d: its new activation went away, and none came in its place; its window is lost", p.info.Component, p.info.Index)
-			return
+			return 0
 		}
 		f.to = to
+	}
+}
+
+// handPart sends one part of a move's handover to to and waits for its
+// answer, sending the same part again (the taker takes it once) when none
+// comes in handWait, up to handTries times. It returns nil once answered,
+// ErrDeadLetter when no activation is there, or the last error.
+func (p *processorTask) handPart(to *actor.PID, msg proto.Message) error {
+	var err error
+	for try := 0; try < handTries; try++ {
+		if _, err = p.root.RequestFuture(to, msg, p.env.handWait).Result(); err == nil || errors.Is(err, actor.ErrDeadLetter) {
+			return err
+		}
+	}
+	return fmt.Errorf("no answer in %d tries of %v: %w", handTries, p.env.handWait, err)
+}
+
+// takeWindow takes a part of a moved counter's window, once, answers it
+// (the old activation then sends the next) and, after the last, handles
+// the input held meanwhile.
+func (p *processorTask) takeWindow(ctx actor.Context, m *messages.CounterState) {
+	if c, ok := p.user.(counted); ok && p.in.take(m.Move, m.Part) {
+		if err := c.counter().adopt(m); err != nil {
+			p.env.log.WithError(err).Warnf("counter %s/%d: taking over its window", p.info.Component, p.info.Index)
+		}
+	}
+	if ctx.Sender() != nil {
+		ctx.Respond(&messages.CounterState{})
+	}
+	if m.Last && p.awaiting {
+		p.release()
 	}
 }
 

@@ -177,9 +177,10 @@ type env struct {
 	dir       atomic.Pointer[tracker.Directory] // the acker set; SetAckers replaces it
 	epoch     atomic.Uint64                     // topology changes seen by this member
 	topoOnce  sync.Once
-	maxAckers atomic.Int32 // the most ackers there have been
-	setMu     sync.Mutex   // serialises SetAckers
-	standbys  sync.Map     // counter task identity → the PID of its standby on this member
+	maxAckers atomic.Int32  // the most ackers there have been
+	setMu     sync.Mutex    // serialises SetAckers
+	standbys  sync.Map      // counter task identity → the PID of its standby on this member
+	handWait  time.Duration // for a move's handover part to be answered (tests shorten it)
 }
 
 // props gives a stage's task props its meter and the runtime's workers.
@@ -347,7 +348,7 @@ func New(topo *Topology, cfg Config) (*Runtime, error) {
 }
 
 func newEnv(topo *Topology, cfg Config, log logrus.FieldLogger) *env {
-	e := &env{topo: topo, cfg: cfg, log: log}
+	e := &env{topo: topo, cfg: cfg, log: log, handWait: handWait}
 	e.stages = newStages(e.now, stagePeriod)
 	e.workers = newWorkers(mailboxThroughput, idleWorkers, workerWait)
 	replicas := cfg.Replicas

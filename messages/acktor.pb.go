@@ -1104,11 +1104,15 @@ func (x *SpoutMoved) GetState() *SpoutState {
 
 // ProcessorState is a processor task's state as it moves to another member.
 type ProcessorState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Drained       []uint32               `protobuf:"varint,1,rep,packed,name=drained,proto3" json:"drained,omitempty"` // upstream tasks that drained
-	Finished      bool                   `protobuf:"varint,2,opt,name=finished,proto3" json:"finished,omitempty"`
-	Processed     uint64                 `protobuf:"varint,3,opt,name=processed,proto3" json:"processed,omitempty"`
-	Reporter      *Pid                   `protobuf:"bytes,4,opt,name=reporter,proto3" json:"reporter,omitempty"` // where the run hears of the task (from its drains)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Drained   []uint32               `protobuf:"varint,1,rep,packed,name=drained,proto3" json:"drained,omitempty"` // upstream tasks that drained
+	Finished  bool                   `protobuf:"varint,2,opt,name=finished,proto3" json:"finished,omitempty"`
+	Processed uint64                 `protobuf:"varint,3,opt,name=processed,proto3" json:"processed,omitempty"`
+	Reporter  *Pid                   `protobuf:"bytes,4,opt,name=reporter,proto3" json:"reporter,omitempty"` // where the run hears of the task (from its drains)
+	// The handover it ends, as in CounterState: the state comes after the
+	// window's parts, numbered after them.
+	Move          uint64 `protobuf:"varint,5,opt,name=move,proto3" json:"move,omitempty"`
+	Part          uint32 `protobuf:"varint,6,opt,name=part,proto3" json:"part,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1171,6 +1175,20 @@ func (x *ProcessorState) GetReporter() *Pid {
 	return nil
 }
 
+func (x *ProcessorState) GetMove() uint64 {
+	if x != nil {
+		return x.Move
+	}
+	return 0
+}
+
+func (x *ProcessorState) GetPart() uint32 {
+	if x != nil {
+		return x.Part
+	}
+	return 0
+}
+
 // CounterState is part of a counter task's window as the task moves to
 // another member (columns of (pane, key) cells, and the content ids its
 // exactly-once table holds with their pane's time); a big window comes in
@@ -1197,7 +1215,13 @@ type CounterState struct {
 	Last         bool          `protobuf:"varint,15,opt,name=last,proto3" json:"last,omitempty"` // the last part: the new activation has it all
 	// How many exactly-once ids all the parts hold (in the first part only):
 	// the taker makes room for them once.
-	IdCount       uint64 `protobuf:"varint,16,opt,name=id_count,json=idCount,proto3" json:"id_count,omitempty"`
+	IdCount uint64 `protobuf:"varint,16,opt,name=id_count,json=idCount,proto3" json:"id_count,omitempty"`
+	// A move's handover (nonzero, the same in every part of it) and the
+	// part's number in it, from 0: the old activation sends a part again
+	// until it is answered, and the new one takes each part once. A
+	// standby's sync leaves them 0: it starts afresh on a StandbyReset.
+	Move          uint64 `protobuf:"varint,17,opt,name=move,proto3" json:"move,omitempty"`
+	Part          uint32 `protobuf:"varint,18,opt,name=part,proto3" json:"part,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1340,6 +1364,20 @@ func (x *CounterState) GetLast() bool {
 func (x *CounterState) GetIdCount() uint64 {
 	if x != nil {
 		return x.IdCount
+	}
+	return 0
+}
+
+func (x *CounterState) GetMove() uint64 {
+	if x != nil {
+		return x.Move
+	}
+	return 0
+}
+
+func (x *CounterState) GetPart() uint32 {
+	if x != nil {
+		return x.Part
 	}
 	return 0
 }
@@ -2705,12 +2743,14 @@ const file_acktor_proto_rawDesc = "" +
 	"\n" +
 	"SpoutMoved\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12(\n" +
-	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\"\x8d\x01\n" +
+	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\"\xb5\x01\n" +
 	"\x0eProcessorState\x12\x18\n" +
 	"\adrained\x18\x01 \x03(\rR\adrained\x12\x1a\n" +
 	"\bfinished\x18\x02 \x01(\bR\bfinished\x12\x1c\n" +
 	"\tprocessed\x18\x03 \x01(\x04R\tprocessed\x12'\n" +
-	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\"\xc1\x03\n" +
+	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\x12\x12\n" +
+	"\x04move\x18\x05 \x01(\x04R\x04move\x12\x12\n" +
+	"\x04part\x18\x06 \x01(\rR\x04part\"\xe9\x03\n" +
 	"\fCounterState\x12\x14\n" +
 	"\x05panes\x18\x01 \x03(\x03R\x05panes\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x16\n" +
@@ -2731,7 +2771,9 @@ const file_acktor_proto_rawDesc = "" +
 	"repeatKeys\x12#\n" +
 	"\rrepeat_counts\x18\x0e \x03(\x04R\frepeatCounts\x12\x12\n" +
 	"\x04last\x18\x0f \x01(\bR\x04last\x12\x19\n" +
-	"\bid_count\x18\x10 \x01(\x04R\aidCount\"J\n" +
+	"\bid_count\x18\x10 \x01(\x04R\aidCount\x12\x12\n" +
+	"\x04move\x18\x11 \x01(\x04R\x04move\x12\x12\n" +
+	"\x04part\x18\x12 \x01(\rR\x04part\"J\n" +
 	"\fStandbyBatch\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12(\n" +
 	"\x05batch\x18\x02 \x01(\v2\x12.acktor.TupleBatchR\x05batch\"G\n" +
