@@ -76,9 +76,16 @@ func TestHandshakeWithin(t *testing.T) {
 	}{{"silent member", false}, {"answering member", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Connections other tests' actor systems left redialling start
-			// goroutines of their own meanwhile; this test's connection is
-			// checked closed or ready below.
-			ignore := []goleak.Option{goleak.IgnoreCurrent(), goleak.IgnoreTopFunction("google.golang.org/grpc.(*addrConn).resetTransport")}
+			// goroutines of their own meanwhile (a writer waiting to dial
+			// again, a connection's serializers, a dead-letter throttle):
+			// those are ignored, and this test's connection is checked
+			// closed or ready below. What the stream would leak (its
+			// reader, its context watcher) is not.
+			ignore := []goleak.Option{goleak.IgnoreCurrent(),
+				goleak.IgnoreTopFunction("google.golang.org/grpc.(*addrConn).resetTransport"),
+				goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+				goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/remote.(*endpointWriter).initialize"),
+				goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")}
 			t.Cleanup(func() { goleak.VerifyNone(t, ignore...) }) // after the server's cleanup
 			addr := serveFake(t, tc.answer)
 			conn, err := grpc.Dial(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),

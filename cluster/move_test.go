@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,14 +33,21 @@ func quietLogrus() *logrus.Logger {
 	return l
 }
 
-// moveTopology is generated lines -> split -> a counter component.
-func moveTopology(t *testing.T, gc source.GeneratorConfig) *actors.Topology {
+// moveTopology is generated lines -> split -> a counter component; the
+// spouts' sources end only once held is closed.
+func moveTopology(t *testing.T, gc source.GeneratorConfig, held <-chan struct{}) *actors.Topology {
 	gen, err := source.Generator(gc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b actors.Builder
-	b.Spout("lines", 3, gen)
+	b.Spout("lines", 3, func(task, tasks int) (source.Source, error) {
+		src, err := gen(task, tasks)
+		if err != nil {
+			return nil, err
+		}
+		return heldEnd{src.(seekingSource), held}, nil
+	})
 	b.Processor("split", 4, func(actors.TaskInfo) (actors.Processor, error) {
 		return splitWords{}, nil
 	}).Shuffle("lines")
@@ -49,6 +57,33 @@ func moveTopology(t *testing.T, gc source.GeneratorConfig) *actors.Topology {
 		t.Fatal(err)
 	}
 	return topo
+}
+
+// seekingSource is a source whose spout task can move.
+type seekingSource interface {
+	source.Source
+	source.Seeker
+}
+
+// heldEnd is a source that is not ready, rather than at its end, until
+// held is closed: the run cannot end before the members' changes are done,
+// however fast the machine (1.5M lines took 2 s, less than a join and a
+// leave, once the tracker got faster).
+type heldEnd struct {
+	seekingSource
+	held <-chan struct{}
+}
+
+func (h heldEnd) Next() (source.Root, error) {
+	r, err := h.seekingSource.Next()
+	if errors.Is(err, io.EOF) {
+		select {
+		case <-h.held:
+		default:
+			return r, source.ErrNotReady
+		}
+	}
+	return r, err
 }
 
 type splitWords struct{}
@@ -84,8 +119,9 @@ func joinAndLeave(t *testing.T, everywhere bool) {
 	// (5 s did once, with 1653 roots, beside the member tests).
 	cfg.Ackers, cfg.Timeout, cfg.Log, cfg.MaxPending = 4, 20*time.Second, quietLogrus(), 1024
 	agent := test.NewInMemAgent()
+	changed := make(chan struct{}) // the join and the leave are done
 	start := func(driver bool) (*pcluster.Cluster, *actors.Runtime) {
-		rt, err := actors.New(moveTopology(t, gc), cfg)
+		rt, err := actors.New(moveTopology(t, gc, changed), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,6 +161,7 @@ func joinAndLeave(t *testing.T, everywhere bool) {
 	var joined, left sync.Once
 	var changes sync.WaitGroup
 	var joinedAt, leftAt time.Time
+	joinDone := make(chan struct{})
 	st, err := rt.Run(ctx, driver, func(p actors.Progress) {
 		if p.Completed > uint64(gc.Lines)/100 {
 			joined.Do(func() { // a fourth member joins: some tasks move to it
@@ -135,11 +172,17 @@ func joinAndLeave(t *testing.T, everywhere bool) {
 					mu.Lock()
 					joiner, joinedAt = c, time.Now()
 					mu.Unlock()
+					close(joinDone)
 				}()
 			})
 		}
+		select {
+		case <-joinDone:
+		default:
+			return
+		}
 		if p.Completed > uint64(gc.Lines)*2/5 {
-			left.Do(func() { // a worker leaves: its tasks move off it
+			left.Do(func() { // then a worker leaves: its tasks move off it
 				changes.Add(1)
 				go func() {
 					defer changes.Done()
@@ -147,6 +190,7 @@ func joinAndLeave(t *testing.T, everywhere bool) {
 					mu.Lock()
 					leftAt = time.Now()
 					mu.Unlock()
+					close(changed)
 					Leave(w1, time.Second) // evacuates nothing more
 				}()
 			})
