@@ -325,6 +325,7 @@ func (p *processorTask) handPart(to *actor.PID, msg proto.Message) error {
 		if _, err = p.root.RequestFuture(to, msg, p.env.handWait).Result(); err == nil || errors.Is(err, actor.ErrDeadLetter) {
 			return err
 		}
+		p.env.log.WithError(err).Warnf("processor %s/%d: its new member did not answer a part of its state; sending it again", p.info.Component, p.info.Index)
 	}
 	return fmt.Errorf("no answer in %d tries of %v: %w", handTries, p.env.handWait, err)
 }
