@@ -84,10 +84,9 @@ func moveTo(ctx actor.Context, m *grain.Moved, what string, log interface{ Error
 
 // handWait (the env's, by default) and handTries bound how long the old
 // activation waits for a handover part to be answered and how often it
-// sends the part again. A
-// part can vanish without a dead letter: while Proto.Actor replaces the
-// connection to a member that came back on a dead one's address, what it
-// sends goes to a writer being dropped.
+// sends the part again. A part can vanish without a dead letter: while
+// Proto.Actor replaces the connection to a member that came back on a dead
+// one's address, what it sends goes to a writer being dropped.
 const (
 	handWait  = 2 * time.Second
 	handTries = 8
