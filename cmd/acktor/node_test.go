@@ -230,11 +230,24 @@ func TestNodeLeaseLostEtcd(t *testing.T) {
 	}
 }
 
-// nodeKilled returns how long after the kill the driver exited.
+// nodeKilled returns how long after the kill the driver exited. It runs
+// on 2M lines, and again on twice as many while the run ends before the
+// kill: 1M lines once came to end within a second, and 2M lines on a
+// faster CI machine before the first progress report.
 func nodeKilled(t *testing.T, etcdAddr, timeout string) (took, stall time.Duration) {
-	// Long enough that a worker dies mid-run: 1M lines came to end within a
-	// second, before the first progress report.
-	const lines = 2_000_000
+	for _, lines := range []int{2_000_000, 4_000_000, 8_000_000} {
+		if took, stall, ok := nodeKilledAt(t, etcdAddr, timeout, lines); ok {
+			return took, stall
+		}
+		t.Logf("%d lines: the run ended before a worker could be killed mid-run", lines)
+	}
+	t.Fatal("three times the run ended before a worker could be killed mid-run")
+	return 0, 0
+}
+
+// nodeKilledAt runs the word count of lines and kills a worker once the
+// run is under way; ok is false, with nothing checked, when it ended first.
+func nodeKilledAt(t *testing.T, etcdAddr, timeout string, lines int) (took, stall time.Duration, ok bool) {
 	dir := t.TempDir()
 	input, truth := writeInput(t, dir, lines)
 	gw := fmt.Sprintf("127.0.0.1:%d", testserver.FreePorts(t, 1)[0])
@@ -249,9 +262,6 @@ func nodeKilled(t *testing.T, etcdAddr, timeout string) (took, stall time.Durati
 	var tail []string
 	sc := bufio.NewScanner(stderr)
 	tail = untilProgress(sc, tail)
-	if len(tail) == 0 || !strings.Contains(tail[len(tail)-1], "progress:") {
-		t.Fatalf("the run ended before its first progress report:\n%s", strings.Join(tail, "\n"))
-	}
 	// Kill the worker that hosts the most ackers: its records are lost.
 	var out strings.Builder
 	status, finish := newRoot()
@@ -261,8 +271,16 @@ func nodeKilled(t *testing.T, etcdAddr, timeout string) (took, stall time.Durati
 	finish()
 	var gs struct {
 		Ackers []struct{ Member string }
+		Run    *struct{ Completed int }
 	}
-	if err != nil || json.Unmarshal([]byte(out.String()), &gs) != nil {
+	if err != nil || json.Unmarshal([]byte(out.String()), &gs) != nil || gs.Run == nil || gs.Run.Completed >= lines {
+		// The run may have ended before the first progress report, or
+		// between it and the status (the gateway goes with the run).
+		_, tail = driverDone(t, sc, tail, driver)
+		leave(t, workers)
+		if st, _ := readNodeStats(t, dir); st.Completed == uint64(lines) {
+			return 0, 0, false
+		}
 		t.Fatalf("status: %v\n%s\nthe driver said (read error %v):\n%s", err, out.String(), sc.Err(), strings.Join(tail, "\n"))
 	}
 	hosted := map[string]int{}
@@ -292,7 +310,7 @@ func nodeKilled(t *testing.T, etcdAddr, timeout string) (took, stall time.Durati
 	// No replay at all is possible too: when the victim also hosted every
 	// spout task, their new activations re-read the input from the start
 	// and the roots that were in flight are simply read again.
-	if st.Completed != st.Roots || st.Roots < lines || st.DeadLettered != 0 {
+	if st.Completed != st.Roots || st.Roots < uint64(lines) || st.DeadLettered != 0 {
 		t.Fatalf("killed %s hosting %d ackers; stats: %s", victimAddr, hosted[victimAddr], b)
 	}
 	var counted, words int64
@@ -320,7 +338,22 @@ func nodeKilled(t *testing.T, etcdAddr, timeout string) (took, stall time.Durati
 	if strings.Contains(logs, "again from the start") {
 		t.Fatalf("a spout task read its input again from the start:\n%s", logs)
 	}
-	return took, stall
+	return took, stall, true
+}
+
+// leave tells the workers to leave and waits for them (10 s at most), so that a next
+// attempt's cluster (on the same etcd prefix) does not see them.
+func leave(t *testing.T, workers map[string]*exec.Cmd) {
+	t.Helper()
+	for _, w := range workers {
+		_ = w.Process.Signal(syscall.SIGTERM)
+		defer time.AfterFunc(10*time.Second, func() { _ = w.Process.Kill() }).Stop()
+	}
+	for addr, w := range workers {
+		if err := w.Wait(); err != nil {
+			t.Logf("worker %s: %v", addr, err)
+		}
+	}
 }
 
 // stalled reads the driver's progress lines (one a second while anything
