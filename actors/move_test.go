@@ -237,11 +237,11 @@ func bigWindow(n int) *messages.CounterState {
 // TestMoveSendsALostPartAgain: a handover part that vanishes on the way
 // (no answer, no dead letter: Proto.Actor drops what it sends through a
 // connection it is replacing) is sent again, and the new activation ends
-// with the whole window and the task's count of tuples, each taken once.
+// with the whole window and the task's counts of tuples, each taken once.
 func TestMoveSendsALostPartAgain(t *testing.T) {
 	from, ctx := counterTask(t)
 	ctx.give(from, bigWindow(20000)) // parts of counterStateBytes
-	from.st.Processed = 41
+	from.st.Processed, from.col.emitted = 41, 90
 	wantTotal, wantCells := windowOf(from.user.(counted).counter())
 	parts := 0
 	from.user.(counted).counter().export(counterStateBytes, func(*messages.CounterState) { parts++ })
@@ -289,8 +289,9 @@ func TestMoveSendsALostPartAgain(t *testing.T) {
 	if total, cells := windowOf(into.user.(counted).counter()); total != wantTotal || cells != wantCells {
 		t.Fatalf("the new activation holds %d counts in %d cells, want %d in %d", total, cells, wantTotal, wantCells)
 	}
-	if into.st.Processed != 41 || into.awaiting {
-		t.Fatalf("the new activation processed %d, awaiting %v; want 41, false", into.st.Processed, into.awaiting)
+	if into.st.Processed != 41 || into.col.emitted != 90 || into.awaiting {
+		t.Fatalf("the new activation processed %d, emitted %d, awaiting %v; want 41, 90, false",
+			into.st.Processed, into.col.emitted, into.awaiting)
 	}
 }
 
@@ -303,12 +304,12 @@ func TestMoveTakesARepeatedPartOnce(t *testing.T) {
 	part.Move, part.Last = 5, false
 	last := &messages.CounterState{Panes: []int64{int64(time.Hour)}, Keys: []string{"other"}, Counts: []uint64{10}, Sums: []int64{10},
 		Move: 5, Part: 1, Last: true}
-	st := &messages.ProcessorState{Processed: 7, Move: 5, Part: 2}
+	st := &messages.ProcessorState{Processed: 7, Emitted: 9, Move: 5, Part: 2}
 	ctx.give(p, &grain.Incoming{}, part, part, last, last, st, st)
 	if total, cells := windowOf(p.user.(counted).counter()); total != 1+2+3+10 || cells != 4 {
 		t.Fatalf("the window holds %d counts in %d cells, want 16 in 4", total, cells)
 	}
-	if p.st.Processed != 7 || p.awaiting {
-		t.Fatalf("processed %d, awaiting %v; want 7, false", p.st.Processed, p.awaiting)
+	if p.st.Processed != 7 || p.col.emitted != 9 || p.awaiting {
+		t.Fatalf("processed %d, emitted %d, awaiting %v; want 7, 9, false", p.st.Processed, p.col.emitted, p.awaiting)
 	}
 }

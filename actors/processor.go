@@ -237,9 +237,9 @@ func (p *processorTask) batch(m *messages.TupleBatch) {
 	p.reportSoon()
 }
 
-// move sends what the runtime knows of the task (drains, finished) to its
-// activation on its new member, and a counter's window, and passes on what
-// still reaches it here. Other user state does not move: a stateful
+// move sends what the runtime knows of the task (drains, finished, counts)
+// to its activation on its new member, and a counter's window, and passes
+// on what still reaches it here. Other user state does not move: a stateful
 // processor of the user's starts empty there.
 func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 	f := moveTo(ctx, m, "processor "+p.info.Component, p.env.log)
@@ -257,6 +257,9 @@ func (p *processorTask) move(ctx actor.Context, m *grain.Moved) {
 		part = p.handWindow(c.counter(), m, f, move)
 	}
 	st := &messages.ProcessorState{Finished: p.finished, Processed: p.st.Processed, Reporter: p.reporter, Move: move, Part: part}
+	if p.col != nil {
+		st.Emitted = p.col.emitted
+	}
 	for t := range p.drained {
 		st.Drained = append(st.Drained, t)
 	}
@@ -354,6 +357,7 @@ func (p *processorTask) adopt(m *messages.ProcessorState) {
 		return
 	}
 	p.st.Processed += m.Processed
+	p.col.emitted += m.Emitted
 	if m.Finished { // Finish ran there, and the drains went on
 		p.finished = true
 		return

@@ -698,6 +698,10 @@ type reporter struct {
 	// sharing is, by spout component (its first task) and whether a task
 	// shares its source's splits, a task that said so
 	sharing map[uint32]map[bool]uint32
+	// emitted is the highest sum of the tasks' Emitted: a task that started
+	// again after its member died counts from zero, and a counter of
+	// tuples must not go down.
+	emitted uint64
 }
 
 // splitGrants is who holds which split of a spout component's source.
@@ -951,6 +955,8 @@ func (r *reporter) sum() *messages.TaskReport {
 			s.Total = -1
 		}
 	}
+	r.emitted = max(r.emitted, s.Emitted)
+	s.Emitted = r.emitted
 	s.Latency = lat[:]
 	return &s
 }

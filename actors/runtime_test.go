@@ -879,6 +879,30 @@ func TestReporterKeepsAWholeSpoutState(t *testing.T) {
 	}
 }
 
+// TestReporterTuplesDoNotGoDown: a processor task that starts again after
+// its member died reports its emissions from zero; the run's tuples (a
+// Prometheus counter, and the progress line's rate) hold at their highest
+// until the tasks pass it, rather than going down.
+func TestReporterTuplesDoNotGoDown(t *testing.T) {
+	r := newReporter(splitsTopology(t), false, quietLog())
+	for _, tc := range []struct {
+		task, emitted uint32
+		want          uint64
+	}{
+		{7, 100, 100},
+		{8, 50, 150},
+		{7, 10, 150}, // task 7 started again
+		{7, 90, 150},
+		{7, 120, 170},
+		{8, 60, 180},
+	} {
+		r.receive(&standbyContext{msg: &messages.TaskReport{Task: tc.task, Emitted: uint64(tc.emitted)}})
+		if got := r.progress().Tuples; got != tc.want {
+			t.Fatalf("task %d reported %d emitted: tuples %d, want %d", tc.task, tc.emitted, got, tc.want)
+		}
+	}
+}
+
 // splitsTopology has a spout of one task (task 0), a spout of three
 // (tasks 1–3), a spout of three (4–6) and a processor of three (7–9).
 func splitsTopology(t *testing.T) *Topology {

@@ -1113,6 +1113,7 @@ type ProcessorState struct {
 	// window's parts, numbered after them.
 	Move          uint64 `protobuf:"varint,5,opt,name=move,proto3" json:"move,omitempty"`
 	Part          uint32 `protobuf:"varint,6,opt,name=part,proto3" json:"part,omitempty"`
+	Emitted       uint64 `protobuf:"varint,7,opt,name=emitted,proto3" json:"emitted,omitempty"` // tuples it emitted, as its TaskReport counts them
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1185,6 +1186,13 @@ func (x *ProcessorState) GetMove() uint64 {
 func (x *ProcessorState) GetPart() uint32 {
 	if x != nil {
 		return x.Part
+	}
+	return 0
+}
+
+func (x *ProcessorState) GetEmitted() uint64 {
+	if x != nil {
+		return x.Emitted
 	}
 	return 0
 }
@@ -2743,14 +2751,15 @@ const file_acktor_proto_rawDesc = "" +
 	"\n" +
 	"SpoutMoved\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\rR\x04task\x12(\n" +
-	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\"\xb5\x01\n" +
+	"\x05state\x18\x02 \x01(\v2\x12.acktor.SpoutStateR\x05state\"\xcf\x01\n" +
 	"\x0eProcessorState\x12\x18\n" +
 	"\adrained\x18\x01 \x03(\rR\adrained\x12\x1a\n" +
 	"\bfinished\x18\x02 \x01(\bR\bfinished\x12\x1c\n" +
 	"\tprocessed\x18\x03 \x01(\x04R\tprocessed\x12'\n" +
 	"\breporter\x18\x04 \x01(\v2\v.acktor.PidR\breporter\x12\x12\n" +
 	"\x04move\x18\x05 \x01(\x04R\x04move\x12\x12\n" +
-	"\x04part\x18\x06 \x01(\rR\x04part\"\xe9\x03\n" +
+	"\x04part\x18\x06 \x01(\rR\x04part\x12\x18\n" +
+	"\aemitted\x18\a \x01(\x04R\aemitted\"\xe9\x03\n" +
 	"\fCounterState\x12\x14\n" +
 	"\x05panes\x18\x01 \x03(\x03R\x05panes\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x16\n" +
