@@ -29,6 +29,7 @@ func (c *taskContext) Sender() *actor.PID              { return nil }
 func (c *taskContext) Self() *actor.PID                { return c.self }
 func (c *taskContext) ActorSystem() *actor.ActorSystem { return c.sys }
 func (c *taskContext) Respond(any)                     {}
+func (c *taskContext) Forward(to *actor.PID)           { c.sys.Root.Send(to, c.msg) }
 
 // oneCounter is a topology of a spout and one counter task with options o,
 // and the counter's task.

@@ -92,27 +92,56 @@ const (
 	handTries = 8
 )
 
-// moveIn is what the new activation has taken of a move's handover: the
-// move and the next part it expects. The old activation sends a part again
-// until it is answered, so a part may come twice; the window's parts carry
-// no offsets, and one taken twice would count twice.
+// moveIn is what the new activation has taken of the handovers that came
+// to it: by move, the next part it expects. The old activation sends a part
+// again until it is answered, so a part may come twice; the window's parts
+// carry no offsets, and one taken twice would count twice. Two handovers
+// can come at once (two members each held an activation while the
+// membership settled), so it remembers the last few, not only the last.
 type moveIn struct {
+	moves []moveNext // the newest last
+}
+
+type moveNext struct {
 	id   uint64
 	next uint32
 }
 
+// movesKept bounds the handovers moveIn remembers.
+const movesKept = 8
+
 // take says whether a handover part (move, part) is new, and notes it. A
-// part of move 0 (a standby's sync, or an older sender) is always new; a
-// new move starts afresh.
+// part of move 0 (a standby's sync, or an older sender) is always new.
 func (in *moveIn) take(move uint64, part uint32) bool {
-	switch {
-	case move == 0:
+	if move == 0 {
 		return true
-	case move != in.id:
-		in.id, in.next = move, 0
-	case part < in.next:
+	}
+	i := in.find(move)
+	switch {
+	case i < 0:
+		if len(in.moves) == movesKept {
+			in.moves = append(in.moves[:0], in.moves[1:]...)
+		}
+		in.moves = append(in.moves, moveNext{id: move})
+		i = len(in.moves) - 1
+	case part < in.moves[i].next:
 		return false
 	}
-	in.next = part + 1
+	in.moves[i].next = part + 1
 	return true
+}
+
+// took says whether the part (move, part) was taken here.
+func (in *moveIn) took(move uint64, part uint32) bool {
+	i := in.find(move)
+	return move != 0 && i >= 0 && part < in.moves[i].next
+}
+
+func (in *moveIn) find(move uint64) int {
+	for i := range in.moves {
+		if in.moves[i].id == move {
+			return i
+		}
+	}
+	return -1
 }

@@ -195,7 +195,8 @@ func TestDeathsByMember(t *testing.T) {
 }
 
 // TestMoveInTakesEachPartOnce: a handover part sent again is not taken
-// again; a new move, and a standby's unnumbered sync, start afresh.
+// again, also after parts of another handover came between; a new move,
+// and a standby's unnumbered sync, start afresh.
 func TestMoveInTakesEachPartOnce(t *testing.T) {
 	var in moveIn
 	for i, tc := range []struct {
@@ -206,11 +207,61 @@ func TestMoveInTakesEachPartOnce(t *testing.T) {
 		{0, 0, true}, {0, 0, true}, // unnumbered: always
 		{7, 0, true}, {7, 0, false}, {7, 1, true}, {7, 1, false}, {7, 0, false}, {7, 2, true},
 		{9, 0, true}, {9, 0, false}, {9, 1, true}, // another move
+		{7, 2, false}, {7, 3, true}, {9, 1, false}, // the two at once
 		{0, 0, true}, {9, 1, false},
 	} {
 		if got := in.take(tc.move, tc.part); got != tc.take {
 			t.Fatalf("step %d: take(%d, %d) = %v, want %v", i, tc.move, tc.part, got, tc.take)
 		}
+		if !in.took(tc.move, tc.part) && tc.move != 0 {
+			t.Fatalf("step %d: (%d, %d) not taken after take", i, tc.move, tc.part)
+		}
+	}
+	if in.took(7, 4) || in.took(0, 0) || in.took(8, 0) {
+		t.Fatal("took says a part not taken was")
+	}
+	for m := range uint64(movesKept) { // the oldest moves are forgotten
+		in.take(100+m, 0)
+	}
+	if in.took(7, 0) || !in.took(100, 0) || len(in.moves) != movesKept {
+		t.Fatalf("after %d more moves: %v", movesKept, in.moves)
+	}
+}
+
+// TestMovedTaskAnswersAPartItTook: a task that took a part of a handover
+// and then moved on (the membership still settling) answers that part
+// itself when it comes again, since the state it handed over holds it;
+// passed on, its next activation would take it as new and count it twice.
+// A part it did not take is passed on.
+func TestMovedTaskAnswersAPartItTook(t *testing.T) {
+	p, ctx := counterTask(t)
+	p.awaiting = true
+	part := bigWindow(3)
+	part.Move, part.Last = 5, false
+	ctx.give(p, &grain.Incoming{}, part)
+	var mu sync.Mutex
+	var heard []string
+	to := ctx.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(handoverPart); ok {
+			mu.Lock()
+			if m.GetMove() == 5 {
+				heard = append(heard, fmt.Sprintf("part %d", m.GetPart()))
+			}
+			mu.Unlock()
+			if c.Sender() != nil {
+				c.Respond(&messages.CounterState{})
+			}
+		}
+	}))
+	ctx.give(p, &grain.Moved{Activate: func() (*actor.PID, error) { return to, nil }})
+	next := &messages.CounterState{Move: 5, Part: 1, Last: true}
+	ctx.give(p, part, next)
+	waitHeard(&mu, &heard, 1)
+	time.Sleep(50 * time.Millisecond) // what else would come
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(heard) != "[part 1]" {
+		t.Fatalf("the next activation heard %v of the handover to this one, want [part 1]", heard)
 	}
 }
 

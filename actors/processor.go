@@ -62,7 +62,7 @@ type processorTask struct {
 
 func (p *processorTask) Receive(ctx actor.Context) {
 	defer p.recoverPanic()
-	if p.fwd.pass(ctx) {
+	if p.fwd != nil && p.tookHere(ctx) || p.fwd.pass(ctx) {
 		return
 	}
 	switch ctx.Message().(type) {
@@ -348,6 +348,27 @@ func (p *processorTask) takeWindow(ctx actor.Context, m *messages.CounterState) 
 	if m.Last && p.awaiting {
 		p.release()
 	}
+}
+
+// handoverPart is a CounterState or a ProcessorState: a numbered part of a
+// move's handover.
+type handoverPart interface {
+	GetMove() uint64
+	GetPart() uint32
+}
+
+// tookHere answers, for an activation that moved on, a handover part sent
+// to it again that it had taken before it moved: the part is in the state
+// it handed over, and passed on it would count twice there.
+func (p *processorTask) tookHere(ctx actor.Context) bool {
+	m, ok := ctx.Message().(handoverPart)
+	if !ok || !p.in.took(m.GetMove(), m.GetPart()) {
+		return false
+	}
+	if ctx.Sender() != nil {
+		ctx.Respond(&messages.CounterState{}) // handPart takes any answer
+	}
+	return true
 }
 
 // adopt takes over the state of the task's earlier activation: its drains
