@@ -414,7 +414,9 @@ func (s *spoutTask) restore(st *messages.SpoutState) {
 			s.env.log.WithError(err).Errorf("spout %s/%d: resuming its source; reading it again from the start", s.info.Component, s.info.Index)
 		}
 	default:
-		s.env.log.Warnf("spout %s/%d: its source cannot seek; reading it again from the start", s.info.Component, s.info.Index)
+		// A broker's consumer resumes where its group committed, a
+		// stream where its server redelivers; stdin cannot go back.
+		s.env.log.Warnf("spout %s/%d: its source cannot seek to the earlier activation's position; it goes on from where the source resumes by itself", s.info.Component, s.info.Index)
 	}
 	s.env.log.Debugf("spout %s/%d: resumed with %d pending roots", s.info.Component, s.info.Index, len(st.SpringIds))
 	roots := make([]tracker.PendingRoot, n)
