@@ -565,22 +565,46 @@ func TestNodeAckersSet(t *testing.T) {
 		t.Skip("starts three processes")
 	}
 	// Long enough that the run outlasts what the test asks of its gateway
-	// (it ends with the run): 1M lines took under 2 s on a quiet machine.
-	const lines = 3_000_000
+	// (it ends with the run): 3M lines took about 2 s on a fast day, and
+	// the test asks for over one; again on more while the run ends first.
+	for _, lines := range []int{3_000_000, 6_000_000, 12_000_000} {
+		if nodeAckersSet(t, lines) {
+			return
+		}
+		t.Logf("%d lines: the run ended before the test was done with its gateway", lines)
+	}
+	t.Fatal("three times the run ended before the test was done with its gateway")
+}
+
+// nodeAckersSet is TestNodeAckersSet on lines; false, with nothing
+// checked, when the run ended before the test was done with the gateway.
+func nodeAckersSet(t *testing.T, lines int) bool {
 	dir := t.TempDir()
 	input, truth := writeInput(t, dir, lines)
 	gw := fmt.Sprintf("127.0.0.1:%d", testserver.FreePorts(t, 1)[0])
 	paths, _ := writeNodeConfigs(t, dir, input, "30s", "gateway:\n  address: "+gw+"\n  token_env: ACKTOR_TEST_TOKEN\n")
-	startNode(t, paths[1])
-	startNode(t, paths[2])
+	w1, _ := startNode(t, paths[1])
+	w2, _ := startNode(t, paths[2])
+	defer func() { _, _ = w1.Process.Kill(), w2.Process.Kill() }() // a next attempt runs without them
 	driver, stderr := startDriver(t, paths[0], "ACKTOR_TEST_TOKEN=s3cret")
 	sc := bufio.NewScanner(stderr)
 	tail := untilProgress(sc, nil)
+	// ended says whether the driver ended, having done every line, at once
+	// after the gateway failed: the run was over.
+	ended := func() bool {
+		asked := time.Now()
+		_, tail = driverDone(t, sc, tail, driver)
+		st, _ := readNodeStats(t, dir)
+		return time.Since(asked) < 2*time.Second && st.Completed == uint64(lines)
+	}
 
 	url := "http://" + gw
 	t.Setenv("ACKTOR_TOKEN", "s3cret")
 	for _, n := range []string{"5", "2"} {
 		if err := acktor(t, "ackers", "set", n, "--gateway", url); err != nil {
+			if ended() {
+				return false
+			}
 			t.Fatalf("ackers set %s: %v", n, err)
 		}
 		time.Sleep(300 * time.Millisecond)
@@ -591,10 +615,19 @@ func TestNodeAckersSet(t *testing.T) {
 	status.SetOut(&out)
 	err := status.Execute()
 	finish()
+	if err != nil && ended() {
+		return false
+	}
 	if err != nil || strings.Count(out.String(), `"address"`) != 3 {
 		t.Fatalf("status: %v\n%s", err, out.String())
 	}
-	metrics := scrape(t, url+"/metrics")
+	metrics, err := get(url + "/metrics")
+	if err != nil && ended() {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, series := range []string{"acktor_completed_total ", `acktor_acker_in_flight{acker="acker/0"} `,
 		`acktor_window_applied_total{component="count"} `, "protoactor_actor_spawn_count_total ", "go_goroutines "} {
 		if !strings.Contains(metrics, series) {
@@ -602,30 +635,28 @@ func TestNodeAckersSet(t *testing.T) {
 		}
 	}
 	testserver.Promtool(t, []byte(metrics)) // a node's whole exposition, Proto.Actor's series included
-	t.Setenv("ACKTOR_TOKEN", "")
-	if err := acktor(t, "ackers", "set", "5", "--gateway", url); err == nil || !strings.Contains(err.Error(), "ACKTOR_TOKEN") {
-		t.Fatalf("ackers set without a token: %v", err)
+	for _, tc := range []struct{ token, want string }{{"", "ACKTOR_TOKEN"}, {"wrong", "401"}} {
+		t.Setenv("ACKTOR_TOKEN", tc.token)
+		err := acktor(t, "ackers", "set", "5", "--gateway", url)
+		if err != nil && !strings.Contains(err.Error(), tc.want) && ended() {
+			return false
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("ackers set with token %q: %v, want an error saying %s", tc.token, err, tc.want)
+		}
 	}
-	t.Setenv("ACKTOR_TOKEN", "wrong")
-	if err := acktor(t, "ackers", "set", "5", "--gateway", url); err == nil || !strings.Contains(err.Error(), "401") {
-		t.Fatalf("ackers set with a wrong token: %v", err)
-	}
-	for sc.Scan() {
-		tail = append(tail, sc.Text())
-	}
-	if err := driver.Wait(); err != nil {
-		t.Fatalf("driver: %v\n%s", err, strings.Join(tail[max(0, len(tail)-20):], "\n"))
-	}
+	_, tail = driverDone(t, sc, tail, driver)
 	st, b := readNodeStats(t, dir)
 	var handed uint64
 	for _, a := range st.Ackers {
 		handed += a.HandedOver
 	}
-	if st.Completed != lines || st.Failed != 0 || st.Replayed != 0 || len(st.Ackers) != 5 || handed == 0 {
-		t.Fatalf("stats: %s", b)
+	if st.Completed != uint64(lines) || st.Failed != 0 || st.Replayed != 0 || len(st.Ackers) != 5 || handed == 0 {
+		t.Fatalf("stats: %s\n%s", b, strings.Join(tail[max(0, len(tail)-20):], "\n"))
 	}
 	exactCounts(t, dir, truth)
 	t.Logf("%d records handed over", handed)
+	return true
 }
 
 func TestNodeConfigErrors(t *testing.T) {
@@ -740,16 +771,16 @@ func nodeJoin(t *testing.T, lines int) bool {
 	return true
 }
 
-func scrape(t *testing.T, url string) string {
-	t.Helper()
+// get is the body of a GET of url that answered 200.
+func get(url string) (string, error) {
 	res, err := http.Get(url)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	if err != nil || res.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %v\n%s", url, res.StatusCode, err, b)
+	if err != nil || res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %d %v\n%s", url, res.StatusCode, err, b)
 	}
-	return string(b)
+	return string(b), nil
 }
