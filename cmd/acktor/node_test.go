@@ -344,8 +344,9 @@ func nodeKilledAt(t *testing.T, etcdAddr, timeout string, lines int) (took, stal
 	return took, stall, true
 }
 
-// leave tells the workers to leave and waits for them (10 s at most), so that a next
-// attempt's cluster (on the same etcd prefix) does not see them.
+// leave tells the workers to leave and waits for them (10 s at most), so
+// that a next attempt's cluster (on the same etcd prefix) does not see
+// them.
 func leave(t *testing.T, workers map[string]*exec.Cmd) {
 	t.Helper()
 	for _, w := range workers {
