@@ -192,8 +192,9 @@ func putColumn[T uint32 | uint64](f []byte, col []T) int {
 // into (a recycled batch's, so that a member that takes batches from
 // others does not make new arrays for each; nil: new ones). The numbers
 // are copied out of the frame, so the columns can grow when the batch is
-// used again, and only the values, substrings of the frame's last part
-// (which nobody writes), keep the frame.
+// used again, and the values are substrings of one copy of the frame's
+// last part, which its tuples' users may keep (a counter's keys): a frame
+// that came in a buffer of the remote's goes back to it (wire.Release).
 func unframe(b, into *messages.TupleBatch) error {
 	f := b.Frame
 	if len(f) == 0 {
@@ -256,8 +257,7 @@ func unframe(b, into *messages.TupleBatch) error {
 		return dst
 	}
 	anchors, values := counts(into.AnchorCounts, eachAnchors), counts(into.ValueCounts, eachValues)
-	data := f[fixed:]
-	all := unsafe.String(unsafe.SliceData(data), len(data))
+	all := string(f[fixed:])
 	vals, at := slices.Grow(into.Values[:0], int(nv))[:nv], 0
 	for i := range vals {
 		l := le.Uint32(f[off+4*i:])
@@ -271,6 +271,7 @@ func unframe(b, into *messages.TupleBatch) error {
 	}
 	b.SpringIds, b.TupleIds, b.ContentIds, b.Times = spring, tuple, content, times
 	b.AnchorCounts, b.ValueCounts, b.Values, b.Frame = anchors, values, vals, nil
+	wire.Release(f)
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -344,6 +346,44 @@ func TestSendTuplesRecyclesFramed(t *testing.T) {
 		if recycled := b.Values[0] == ""; recycled != tc.remote {
 			t.Errorf("%s: the sender's batch recycled %v, want %v", tc.name, recycled, tc.remote)
 		}
+	}
+}
+
+// TestUnframeGivesTheBufferBack: a batch another member sent, as the
+// remote's codec decodes it, gives its buffer back once unframed, and its
+// values are its own: the buffer written again does not change them.
+func TestUnframeGivesTheBufferBack(t *testing.T) {
+	b := &messages.TupleBatch{FromTask: 3, AnchorCounts: []uint32{1, 1}, SpringIds: []uint64{7, 8}, TupleIds: []uint64{9, 10},
+		ValueCounts: []uint32{1, 1}, Values: []string{"a", "bc"}}
+	want := proto.Clone(b)
+	enc := encoded(b)
+	m := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{
+		TypeNames: []string{enc.Type}, Envelopes: []*remote.MessageEnvelope{{MessageData: enc.Bytes}}}}}
+	data, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &remote.RemoteMessage{}
+	if err := encoding.GetCodec(grpcproto.Name).Unmarshal(data, got); err != nil {
+		t.Fatal(err)
+	}
+	dec, err := remote.Deserialize(got.GetMessageBatch().Envelopes[0].MessageData, wire.TupleBatch, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := dec.(*messages.TupleBatch)
+	f := tb.Frame
+	if err := unframe(tb, nil); err != nil {
+		t.Fatal(err)
+	}
+	if wire.Release(f) {
+		t.Error("unframe did not give the frame's buffer back")
+	}
+	for i := range f {
+		f[i] = 'z'
+	}
+	if !proto.Equal(tb, want) {
+		t.Errorf("unframed %v, want %v", tb, want)
 	}
 }
 

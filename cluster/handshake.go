@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/acktor/acktor/cluster/wire"
 )
 
 // connectWithin bounds the handshake of a member's writer to another
@@ -27,8 +29,10 @@ const receiveMethod = "/remote.Remoting/Receive"
 // out and asks again) and what is sent there next goes to a new writer. A
 // connection whose stream failed before that answer is closed: the writer
 // dials afresh for its next attempt and leaves the old one open. Other
-// streams, and the stream once answered, pass through untouched; nothing
-// here reads what is sent (cluster/wire's lends follow gRPC's marshalling).
+// streams pass through untouched; once answered, the stream gives back the
+// buffers of what it sent as gRPC is done with them (wire.Sent), and
+// nothing here reads what is sent (cluster/wire's lends follow gRPC's
+// marshalling).
 func handshakeWithin(d time.Duration) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 		streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -62,6 +66,7 @@ type handshakeStream struct {
 	cancel   context.CancelFunc
 	within   time.Duration
 	answered bool
+	sent     wire.Sent // what went in buffers that come back
 }
 
 func (s *handshakeStream) SendMsg(m any) error {
@@ -69,6 +74,9 @@ func (s *handshakeStream) SendMsg(m any) error {
 	if err != nil && !s.answered {
 		s.timer.Stop()
 		s.giveUp()
+	}
+	if err == nil && s.answered { // committed: gRPC keeps nothing for a retry
+		s.sent.Add(m)
 	}
 	return err
 }

@@ -220,11 +220,13 @@ const (
 // experimental in gRPC 1.60. A writer's connect handshake is bounded by
 // connectWithin (handshakeWithin).
 //
-// No stats handler, request tracing, codec option or other stream
-// interceptor goes on these streams: cluster/wire gives an encoded batch's
-// bytes back to its pools once gRPC's proto codec has marshalled the
-// message that holds them, and each of those would see the message after
-// that, or marshal it with another codec (handshakeWithin never reads one).
+// No stats handler, request tracing, binary log, codec option or other
+// stream interceptor goes on these streams: cluster/wire gives an encoded
+// batch's bytes back to its pools once gRPC's proto codec has marshalled
+// the message that holds them, and the marshalled bytes once gRPC's writer
+// has copied them, and each of those would see the message or its bytes
+// after that, or marshal it with another codec (handshakeWithin never
+// reads one).
 func streamServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRemoteMessage), grpc.ReadBufferSize(streamBuffer), grpc.WriteBufferSize(streamBuffer),
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),

@@ -29,7 +29,7 @@ var classes [25]sync.Pool
 // batch. Forgetting a lend is always safe (its bytes go to the collector
 // instead), so lent keeps the lends of two generations of lentGeneration
 // lends and forgets the older as the next one starts.
-var lent lends
+var lent lends[*byte]
 
 // lentGeneration is how many lends a generation holds: more than the
 // endpoint writers have in hand at once (a batch of a few envelopes each,
@@ -37,19 +37,24 @@ var lent lends
 // leaving strands is soon forgotten.
 const lentGeneration = 1024
 
-type lends struct {
+type lends[K comparable] struct {
 	mu       sync.Mutex
-	now, old map[*byte][]byte
+	now, old map[K][]byte
 	n        int // lends into now
 }
 
-// lend records that b went out as an Encoded's bytes, unless they are out
-// already (another Encoded shares them): false then.
-func (l *lends) lend(b []byte) bool {
+// lend records b in l by the address of its first byte (an Encoded's
+// bytes that went out, a batch's bytes taken), unless they are out already
+// (another Encoded shares them): false then.
+func lend(l *lends[*byte], b []byte) bool {
 	if cap(b) == 0 {
 		return true // nothing to give back
 	}
-	p := unsafe.SliceData(b)
+	return l.file(unsafe.SliceData(b), b)
+}
+
+// file records b under key p, unless p is out already: false then.
+func (l *lends[K]) file(p K, b []byte) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.now[p]; ok {
@@ -59,7 +64,7 @@ func (l *lends) lend(b []byte) bool {
 		return false
 	}
 	if l.now == nil || l.n == lentGeneration {
-		l.old, l.now, l.n = l.now, make(map[*byte][]byte), 0
+		l.old, l.now, l.n = l.now, make(map[K][]byte), 0
 	}
 	l.now[p] = b
 	l.n++
@@ -67,16 +72,29 @@ func (l *lends) lend(b []byte) bool {
 }
 
 // take returns the lent bytes at p and forgets them.
-func (l *lends) take(p *byte) ([]byte, bool) {
+func (l *lends[K]) take(p K) ([]byte, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, m := range []map[*byte][]byte{l.now, l.old} {
+	for _, m := range []map[K][]byte{l.now, l.old} {
 		if b, ok := m[p]; ok {
 			delete(m, p)
 			return b, true
 		}
 	}
 	return nil, false
+}
+
+// move files the lend at from under to instead, if it is out.
+func (l *lends[K]) move(from, to K) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range []map[K][]byte{l.now, l.old} {
+		if b, ok := m[from]; ok {
+			delete(m, from)
+			m[to] = b
+			return
+		}
+	}
 }
 
 // Buffer returns an empty buffer of capacity at least n, for an Encoded's
@@ -123,15 +141,27 @@ func giveBack(m *remote.RemoteMessage) int {
 }
 
 // codec is gRPC's proto codec, which Proto.Actor's remote streams use, but
-// for giving back what an Encoded lent once its batch is marshalled.
+// for giving back what an Encoded lent once its batch is marshalled, and
+// for marshalling remote messages into buffers of Buffer's (sent.go).
 type codec struct{ encoding.Codec }
 
 func (c codec) Marshal(v any) ([]byte, error) {
-	out, err := c.Codec.Marshal(v)
-	if m, ok := v.(*remote.RemoteMessage); ok {
-		giveBack(m)
+	m, ok := v.(*remote.RemoteMessage)
+	if !ok {
+		return c.Codec.Marshal(v)
 	}
+	out, err := marshalRemote(m)
+	giveBack(m)
 	return out, err
+}
+
+// Unmarshal decodes as the proto codec does, but for the tuple batches
+// among a remote's envelopes (decodeRemote).
+func (c codec) Unmarshal(data []byte, v any) error {
+	if m, ok := v.(*remote.RemoteMessage); ok && decodeRemote(data, m) {
+		return nil
+	}
+	return c.Codec.Unmarshal(data, v)
 }
 
 // ours says whether gRPC's proto codec is still this package's: another

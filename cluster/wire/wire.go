@@ -10,7 +10,7 @@ package wire
 
 import (
 	"fmt"
-	_ "unsafe" // go:linkname, for Proto.Actor's serializers
+	"unsafe" // and go:linkname, for Proto.Actor's serializers
 
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -88,7 +88,7 @@ func (s serializer) Serialize(msg any) ([]byte, error) {
 		if m.Bytes == nil {
 			return nil, fmt.Errorf("wire: an encoded %s with no bytes (serialized already: its bytes were lent)", m.Type)
 		}
-		if !lent.lend(m.Bytes) {
+		if !lend(&lent, m.Bytes) {
 			return nil, fmt.Errorf("wire: an encoded %s whose %d bytes another encoded message has lent", m.Type, len(m.Bytes))
 		}
 		b := m.Bytes
@@ -111,7 +111,11 @@ func (s serializer) GetTypeName(msg any) (string, error) {
 func (s serializer) Deserialize(typeName string, b []byte) (any, error) {
 	if typeName == TupleBatch {
 		if m, ok := framedBatch(b); ok {
+			held.move(unsafe.SliceData(b), unsafe.SliceData(m.Frame)) // Release finds it by its frame
 			return m, nil
+		}
+		if len(b) > 0 { // protobuf-go copies what it decodes: the buffer is free once it has
+			defer Release(b)
 		}
 	}
 	if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(typeName)); err != nil {

@@ -262,7 +262,7 @@ func TestEncodedBytesComeBack(t *testing.T) {
 }
 
 // out says whether the bytes at p are lent.
-func (l *lends) out(p *byte) bool {
+func (l *lends[K]) out(p K) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, now := l.now[p]
@@ -271,7 +271,7 @@ func (l *lends) out(p *byte) bool {
 }
 
 // reset forgets every lend.
-func (l *lends) reset() {
+func (l *lends[K]) reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.now, l.old, l.n = nil, nil, 0
@@ -318,13 +318,13 @@ func TestGiveBackAfterMarshal(t *testing.T) {
 func TestLendsForget(t *testing.T) {
 	defer lent.reset()
 	first := make([]byte, 1)
-	if !lent.lend(first) {
+	if !lend(&lent, first) {
 		t.Fatal("a first lend was refused")
 	}
 	var last []byte
 	for range 2 * lentGeneration {
 		last = make([]byte, 1)
-		lent.lend(last)
+		lend(&lent, last)
 	}
 	if lent.out(unsafe.SliceData(first)) {
 		t.Errorf("a lend %d lends old is still kept", 2*lentGeneration)
@@ -332,17 +332,17 @@ func TestLendsForget(t *testing.T) {
 	if !lent.out(unsafe.SliceData(last)) {
 		t.Error("the last lend was forgotten")
 	}
-	if lent.lend(last) {
+	if lend(&lent, last) {
 		t.Error("lending bytes that are out again was not refused")
 	}
 
 	lent.reset()
 	older := append(Buffer(8), 1)
-	lent.lend(older)
+	lend(&lent, older)
 	for range lentGeneration {
-		lent.lend(make([]byte, 1))
+		lend(&lent, make([]byte, 1))
 	}
-	if !lent.out(unsafe.SliceData(older)) || lent.lend(older) {
+	if !lent.out(unsafe.SliceData(older)) || lend(&lent, older) {
 		t.Error("a lend one generation old was forgotten, or lent again")
 	}
 	m := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{
