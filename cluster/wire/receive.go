@@ -10,16 +10,17 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// A member that takes tuple batches from others gets each one's bytes in a
-// buffer of Buffer's instead of a fresh copy, and gives the buffer back
-// once the batch is decoded (Release): gRPC reads a message into a pooled
-// buffer, and protobuf-go copied every envelope's bytes out of it, fresh
-// memory for every batch taken. On the driver of the three-member word
+// A member gets the bytes of each message another sends it in a buffer of
+// Buffer's instead of a fresh copy, and gives the buffer back once the
+// message is decoded (a tuple batch's frame: Release): gRPC reads a batch
+// of envelopes into a pooled buffer, and protobuf-go copied every
+// envelope's bytes out of it, fresh memory for every message taken. On the driver of the three-member word
 // count that copy was half of all it allocated (49 of 93 MB a run), and on
 // a virtual machine the first touch of a fresh page is dear.
 
-// held holds the buffers of the framed batches taken, by the address of
-// their frame's first byte, until the batch is decoded. A batch nobody
+// held holds the buffers of the messages taken, by the address of their
+// first byte until serializer 0 decodes them, then a framed batch's by its
+// frame's first byte until the frame is decoded. A batch nobody
 // decodes (it went to a dead letter, or on to another member) is forgotten
 // after two generations, like a lend: its buffer then goes to the collector.
 var held lends[*byte]
@@ -37,8 +38,9 @@ func Release(f []byte) bool {
 }
 
 // decodeRemote decodes data as gRPC's proto codec would into m, but for
-// the bytes of the tuple batches in a batch of envelopes, which it copies
-// into buffers of Buffer's. It says no, and decodes nothing, for an
+// the bytes of the envelopes in a batch that serializer 0 decodes, which it
+// copies into buffers of Buffer's: the serializer gives each back once it
+// has decoded it, or, for a framed tuple batch, once the frame is (Release). It says no, and decodes nothing, for an
 // encoding it does not take apart by hand (another kind of remote message,
 // a field it does not know, one a message repeats): protobuf-go decodes
 // that as before, and says what is wrong with it.
@@ -58,9 +60,7 @@ func decodeRemote(data []byte, m *remote.RemoteMessage) bool {
 	m.Reset()
 	m.MessageType = &remote.RemoteMessage_MessageBatch{MessageBatch: batch}
 	for _, e := range batch.Envelopes {
-		tuples := int(e.TypeId) >= 0 && int(e.TypeId) < len(batch.TypeNames) &&
-			batch.TypeNames[e.TypeId] == TupleBatch && e.SerializerId == 0
-		if tuples && len(e.MessageData) > 0 {
+		if e.SerializerId == 0 && len(e.MessageData) > 0 { // serializer 0 gives it back (Deserialize)
 			b := append(Buffer(len(e.MessageData)), e.MessageData...)
 			if lend(&held, b) { // fresh from Buffer: never held already
 				e.MessageData = b

@@ -56,9 +56,10 @@ func remoteMessages(t testing.TB) []*remote.RemoteMessage {
 }
 
 // TestDecodeRemoteAgrees: gRPC's proto codec, as this package wraps it,
-// decodes what members send as protobuf-go does, but for the bytes of
-// tuple batches, which it copies into buffers of Buffer's and holds until
-// they are released; nothing it decoded points into what gRPC gave it.
+// decodes what members send as protobuf-go does, but for the bytes of the
+// envelopes serializer 0 decodes, which it copies into buffers of Buffer's
+// and holds until they are released; nothing it decoded points into what
+// gRPC gave it.
 func TestDecodeRemoteAgrees(t *testing.T) {
 	c, ok := encoding.GetCodec(grpcproto.Name).(codec)
 	if !ok {
@@ -82,26 +83,27 @@ func TestDecodeRemoteAgrees(t *testing.T) {
 			if len(e.MessageData) > 0 && within(e.MessageData, b) {
 				t.Errorf("message %d, envelope %d: its bytes point into gRPC's buffer", i, j)
 			}
-			tuples := e.TypeId == 0 && e.SerializerId == 0 && len(batch.TypeNames) > 0 && batch.TypeNames[0] == TupleBatch
-			if isHeld := len(e.MessageData) > 0 && held.out(unsafe.SliceData(e.MessageData)); isHeld != tuples {
-				t.Errorf("message %d, envelope %d: held %v, want %v", i, j, isHeld, tuples)
+			ours := e.SerializerId == 0 && len(e.MessageData) > 0
+			if isHeld := len(e.MessageData) > 0 && held.out(unsafe.SliceData(e.MessageData)); isHeld != ours {
+				t.Errorf("message %d, envelope %d: held %v, want %v", i, j, isHeld, ours)
 			}
 		}
 	}
 }
 
 // TestReleaseGivesBack: a framed batch decoded from a held buffer gives the
-// buffer back once, when its frame is released; a batch protobuf-go
-// decodes gives it back at once; a frame of any other bytes releases
-// nothing.
+// buffer back once, when its frame is released; a batch or any other
+// message protobuf-go decodes gives it back at once; a frame of any other
+// bytes releases nothing.
 func TestReleaseGivesBack(t *testing.T) {
 	c := encoding.GetCodec(grpcproto.Name).(codec)
 	defer held.reset()
 	columns, _ := proto.Marshal(&messages.TupleBatch{FromTask: 2, Times: []int64{5}})
 	framed, _ := proto.Marshal(&messages.TupleBatch{FromTask: 4, Frame: []byte("a frame of tuples")})
+	ack, _ := proto.Marshal(&messages.AckBatch{SpringIds: []uint64{1}, XorDeltas: []uint64{2}})
 	m := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{
-		TypeNames: []string{TupleBatch},
-		Envelopes: []*remote.MessageEnvelope{{MessageData: framed}, {MessageData: columns}},
+		TypeNames: []string{TupleBatch, AckBatch},
+		Envelopes: []*remote.MessageEnvelope{{MessageData: framed}, {MessageData: columns}, {TypeId: 1, MessageData: ack}},
 	}}}
 	b, _ := proto.Marshal(m)
 	got := &remote.RemoteMessage{}
@@ -125,6 +127,15 @@ func TestReleaseGivesBack(t *testing.T) {
 	}
 	if held.out(unsafe.SliceData(env[1].MessageData)) {
 		t.Error("a batch protobuf-go decoded still holds its buffer")
+	}
+	if !held.out(unsafe.SliceData(env[2].MessageData)) {
+		t.Fatal("an ack batch's bytes are not held")
+	}
+	if ack, err := remote.Deserialize(env[2].MessageData, AckBatch, 0); err != nil || len(ack.(*messages.AckBatch).SpringIds) != 1 {
+		t.Fatalf("the ack batch decoded as %v, %v", ack, err)
+	}
+	if held.out(unsafe.SliceData(env[2].MessageData)) {
+		t.Error("an ack batch decoded still holds its buffer")
 	}
 	if !Release(f) {
 		t.Fatal("releasing the frame gave nothing back")

@@ -114,10 +114,8 @@ func (s serializer) Deserialize(typeName string, b []byte) (any, error) {
 			held.move(unsafe.SliceData(b), unsafe.SliceData(m.Frame)) // Release finds it by its frame
 			return m, nil
 		}
-		if len(b) > 0 { // protobuf-go copies what it decodes: the buffer is free once it has
-			defer Release(b)
-		}
 	}
+	defer Release(b) // protobuf-go copies what it decodes: b is free once it has
 	if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(typeName)); err != nil {
 		return nil, fmt.Errorf("wire: a message of type %q (%d bytes): %w", typeName, len(b), err)
 	}
