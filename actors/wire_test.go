@@ -354,7 +354,7 @@ func TestSendTuplesRecyclesFramed(t *testing.T) {
 // values are its own: the buffer written again does not change them.
 func TestUnframeGivesTheBufferBack(t *testing.T) {
 	b := &messages.TupleBatch{FromTask: 3, AnchorCounts: []uint32{1, 1}, SpringIds: []uint64{7, 8}, TupleIds: []uint64{9, 10},
-		ValueCounts: []uint32{1, 1}, Values: []string{"a", "bc"}}
+		ValueCounts: []uint32{1, 1}, Values: []string{"a", strings.Repeat("bc", 4<<10)}} // as large as members pool
 	want := proto.Clone(b)
 	enc := encoded(b)
 	m := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{

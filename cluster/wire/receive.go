@@ -30,7 +30,7 @@ var held lends[*byte]
 // frame that did not come in a buffer of Buffer's is left alone. It says
 // whether it gave one back.
 func Release(f []byte) bool {
-	if len(f) == 0 {
+	if cap(f) < pooledFrom/2 { // a frame starts a few bytes into its buffer
 		return false
 	}
 	b, ok := held.take(unsafe.SliceData(f))
@@ -39,7 +39,7 @@ func Release(f []byte) bool {
 
 // decodeRemote decodes data as gRPC's proto codec would into m, but for
 // the bytes of the envelopes in a batch that serializer 0 decodes, which it
-// copies into buffers of Buffer's: the serializer gives each back once it
+// copies into buffers of Buffer's if they are large enough (pooledFrom): the serializer gives each back once it
 // has decoded it, or, for a framed tuple batch, once the frame is (Release). It says no, and decodes nothing, for an
 // encoding it does not take apart by hand (another kind of remote message,
 // a field it does not know, one a message repeats): protobuf-go decodes
@@ -60,7 +60,7 @@ func decodeRemote(data []byte, m *remote.RemoteMessage) bool {
 	m.Reset()
 	m.MessageType = &remote.RemoteMessage_MessageBatch{MessageBatch: batch}
 	for _, e := range batch.Envelopes {
-		if e.SerializerId == 0 && len(e.MessageData) > 0 { // serializer 0 gives it back (Deserialize)
+		if e.SerializerId == 0 && len(e.MessageData) >= pooledFrom { // serializer 0 gives it back (Deserialize)
 			b := append(Buffer(len(e.MessageData)), e.MessageData...)
 			if lend(&held, b) { // fresh from Buffer: never held already
 				e.MessageData = b

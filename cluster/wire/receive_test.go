@@ -2,6 +2,7 @@ package wire
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -15,14 +16,21 @@ import (
 	"github.com/acktor/acktor/messages"
 )
 
+// bigFrame and bigAckBatch are as large as what members pool.
+var (
+	bigFrame    = []byte(strings.Repeat("a frame of tuples ", pooledFrom/16))
+	bigAckBatch = &messages.AckBatch{SpringIds: make([]uint64, pooledFrom/16), XorDeltas: make([]uint64, pooledFrom/16)}
+)
+
 // remoteMessages are batches of envelopes as members send them, and the
 // other remote messages, which protobuf-go decodes.
 func remoteMessages(t testing.TB) []*remote.RemoteMessage {
-	framed, err := proto.Marshal(&messages.TupleBatch{FromTask: 4, Frame: []byte("a frame of tuples")})
+	framed, err := proto.Marshal(&messages.TupleBatch{FromTask: 4, Frame: bigFrame})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ack, _ := proto.Marshal(&messages.AckBatch{SpringIds: []uint64{1}, XorDeltas: []uint64{2}})
+	bigAck, _ := proto.Marshal(bigAckBatch)
 	batch := func(b *remote.MessageBatch) *remote.RemoteMessage {
 		return &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: b}}
 	}
@@ -32,7 +40,8 @@ func remoteMessages(t testing.TB) []*remote.RemoteMessage {
 			Targets:   []*actor.PID{{Address: "127.0.0.1:1", Id: "split/0"}, {Address: "127.0.0.1:1", Id: "count/1", RequestId: 3}},
 			Envelopes: []*remote.MessageEnvelope{
 				{MessageData: framed, Target: 1},
-				{TypeId: 1, MessageData: ack, Sender: 0, SenderRequestId: 9},
+				{TypeId: 1, MessageData: ack, Sender: 0, SenderRequestId: 9}, // too small to pool
+				{TypeId: 1, MessageData: bigAck},
 				{MessageData: framed, TargetRequestId: 7},
 			},
 			Senders: []*actor.PID{{Address: "127.0.0.1:2", Id: "acker/0"}},
@@ -83,7 +92,7 @@ func TestDecodeRemoteAgrees(t *testing.T) {
 			if len(e.MessageData) > 0 && within(e.MessageData, b) {
 				t.Errorf("message %d, envelope %d: its bytes point into gRPC's buffer", i, j)
 			}
-			ours := e.SerializerId == 0 && len(e.MessageData) > 0
+			ours := e.SerializerId == 0 && len(e.MessageData) >= pooledFrom
 			if isHeld := len(e.MessageData) > 0 && held.out(unsafe.SliceData(e.MessageData)); isHeld != ours {
 				t.Errorf("message %d, envelope %d: held %v, want %v", i, j, isHeld, ours)
 			}
@@ -98,9 +107,9 @@ func TestDecodeRemoteAgrees(t *testing.T) {
 func TestReleaseGivesBack(t *testing.T) {
 	c := encoding.GetCodec(grpcproto.Name).(codec)
 	defer held.reset()
-	columns, _ := proto.Marshal(&messages.TupleBatch{FromTask: 2, Times: []int64{5}})
-	framed, _ := proto.Marshal(&messages.TupleBatch{FromTask: 4, Frame: []byte("a frame of tuples")})
-	ack, _ := proto.Marshal(&messages.AckBatch{SpringIds: []uint64{1}, XorDeltas: []uint64{2}})
+	columns, _ := proto.Marshal(&messages.TupleBatch{FromTask: 2, Times: make([]int64, pooledFrom/8)})
+	framed, _ := proto.Marshal(&messages.TupleBatch{FromTask: 4, Frame: bigFrame})
+	ack, _ := proto.Marshal(bigAckBatch)
 	m := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{
 		TypeNames: []string{TupleBatch, AckBatch},
 		Envelopes: []*remote.MessageEnvelope{{MessageData: framed}, {MessageData: columns}, {TypeId: 1, MessageData: ack}},
@@ -131,7 +140,7 @@ func TestReleaseGivesBack(t *testing.T) {
 	if !held.out(unsafe.SliceData(env[2].MessageData)) {
 		t.Fatal("an ack batch's bytes are not held")
 	}
-	if ack, err := remote.Deserialize(env[2].MessageData, AckBatch, 0); err != nil || len(ack.(*messages.AckBatch).SpringIds) != 1 {
+	if ack, err := remote.Deserialize(env[2].MessageData, AckBatch, 0); err != nil || !proto.Equal(ack.(*messages.AckBatch), bigAckBatch) {
 		t.Fatalf("the ack batch decoded as %v, %v", ack, err)
 	}
 	if held.out(unsafe.SliceData(env[2].MessageData)) {

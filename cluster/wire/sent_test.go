@@ -21,7 +21,8 @@ func TestRecyclesThisGRPC(t *testing.T) {
 
 // TestSentKeepsWhatMayBeUncopied: a stream keeps the buffers of its last
 // messages until at least inFlight bytes of later ones, sent before the
-// newest, follow each; a message the codec did not marshal is not kept.
+// newest, follow each; a message the codec did not marshal into a buffer
+// of Buffer's (one too small, or not a remote's) is not kept.
 func TestSentKeepsWhatMayBeUncopied(t *testing.T) {
 	c := encoding.GetCodec(grpcproto.Name)
 	defer marshalled.reset()
@@ -30,11 +31,13 @@ func TestSentKeepsWhatMayBeUncopied(t *testing.T) {
 		sizes []int // bytes of each message's one envelope
 		kept  int   // messages kept after the last Add
 	}{
-		{"one", []int{10}, 1},
-		{"small ones", []int{100, 100, 100, 100}, 4},
-		{"a large one behind", []int{100, inFlight, 10}, 2},
+		{"one", []int{pooledFrom}, 1},
+		{"a few", []int{pooledFrom, pooledFrom, pooledFrom, pooledFrom}, 4},
+		{"too small to keep", []int{10, pooledFrom - 100, 10}, 0},
+		{"a large one behind", []int{pooledFrom, inFlight, pooledFrom}, 2},
 		{"large ones", []int{inFlight, inFlight, inFlight, inFlight}, 2},
-		{"just short of the bound", []int{100, inFlight - 20, 10}, 3},
+		{"just short of the bound", []int{pooledFrom, inFlight - pooledFrom - 100, pooledFrom, pooledFrom}, 4},
+		{"at the bound", []int{pooledFrom, inFlight - pooledFrom, pooledFrom, pooledFrom}, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
