@@ -10,7 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// A member gets the bytes of each message another sends it in a buffer of
+// A member gets the bytes of each message of 4 KiB or more (pooledFrom)
+// that another sends it in a buffer of
 // Buffer's instead of a fresh copy, and gives the buffer back once the
 // message is decoded (a tuple batch's frame: Release): gRPC reads a batch
 // of envelopes into a pooled buffer, and protobuf-go copied every
