@@ -11,13 +11,13 @@ import (
 )
 
 // A member gets the bytes of each message of 4 KiB or more (pooledFrom)
-// that another sends it in a buffer of
-// Buffer's instead of a fresh copy, and gives the buffer back once the
-// message is decoded (a tuple batch's frame: Release): gRPC reads a batch
-// of envelopes into a pooled buffer, and protobuf-go copied every
-// envelope's bytes out of it, fresh memory for every message taken. On the driver of the three-member word
-// count that copy was half of all it allocated (49 of 93 MB a run), and on
-// a virtual machine the first touch of a fresh page is dear.
+// that another sends it in a buffer of Buffer's instead of a fresh copy,
+// and gives the buffer back once the message is decoded (a tuple batch's
+// frame: Release): gRPC reads a batch of envelopes into a pooled buffer,
+// and protobuf-go copied every envelope's bytes out of it, fresh memory for
+// every message taken. On the driver of the three-member word count that
+// copy was half of all it allocated (49 of 93 MB a run), and on a virtual
+// machine the first touch of a fresh page is dear.
 
 // held holds the buffers of the messages taken, by the address of their
 // first byte until serializer 0 decodes them, then a framed batch's by its
