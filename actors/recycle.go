@@ -3,6 +3,7 @@ package actors
 import (
 	"sync"
 
+	"github.com/acktor/acktor/cluster/wire"
 	"github.com/acktor/acktor/messages"
 )
 
@@ -19,9 +20,11 @@ import (
 // returns; its receiver there recycles its own copy. A tuple batch for
 // another member is the exception: it goes as a framed copy, and its
 // columns are recycled as it leaves (sendTuples).
+//
+// AckBatches come from and go back to cluster/wire's pool (wire.Acks),
+// which the remote's serializer decodes other members' ack batches into.
 type recycler struct {
 	tracks    sync.Pool // *messages.Track
-	acks      sync.Pool // *messages.AckBatch
 	completed sync.Pool // *messages.Completed
 	tuples    sync.Pool // *messages.TupleBatch
 }
@@ -73,12 +76,10 @@ func (r *recycler) track(task uint32) *messages.Track {
 // ackBatch returns an empty AckBatch, with room for n entries if it is a
 // new one.
 func (r *recycler) ackBatch(n int) *messages.AckBatch {
-	b, ok := r.acks.Get().(*messages.AckBatch)
-	if !ok {
-		return &messages.AckBatch{SpringIds: make([]uint64, 0, n), XorDeltas: make([]uint64, 0, n)}
+	if b := wire.Acks(); b != nil {
+		return b
 	}
-	*b = messages.AckBatch{SpringIds: b.SpringIds[:0], XorDeltas: b.XorDeltas[:0]}
-	return b
+	return &messages.AckBatch{SpringIds: make([]uint64, 0, n), XorDeltas: make([]uint64, 0, n)}
 }
 
 // completedOf wraps ids in a Completed and returns an empty array to
@@ -95,7 +96,7 @@ func (r *recycler) completedOf(ids []uint64) (*messages.Completed, []uint64) {
 
 // The receivers' side: m has been read and nothing points into it.
 func (r *recycler) doneTrack(m *messages.Track)         { r.tracks.Put(m) }
-func (r *recycler) doneAcks(m *messages.AckBatch)       { r.acks.Put(m) }
+func (r *recycler) doneAcks(m *messages.AckBatch)       { wire.DoneAcks(m) }
 func (r *recycler) doneCompleted(m *messages.Completed) { r.completed.Put(m) }
 
 // doneTuples takes a batch whose tuples are all done; its values are let go

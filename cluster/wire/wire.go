@@ -115,7 +115,12 @@ func (s serializer) Deserialize(typeName string, b []byte) (any, error) {
 			return m, nil
 		}
 	}
-	defer Release(b) // protobuf-go copies what it decodes: b is free once it has
+	defer Release(b) // protobuf-go copies what it decodes, and so does ackBatch: b is free once they have
+	if typeName == AckBatch {
+		if m, ok := ackBatch(b); ok {
+			return m, nil
+		}
+	}
 	if _, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(typeName)); err != nil {
 		return nil, fmt.Errorf("wire: a message of type %q (%d bytes): %w", typeName, len(b), err)
 	}
