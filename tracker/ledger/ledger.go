@@ -126,7 +126,7 @@ const (
 	minCap    = 16
 
 	prefetchSlots = 1 << 15 // 640 KiB of slots: below, AckBatch does not prefetch
-	ahead         = 8       // entries AckBatch prefetches ahead
+	ahead         = 32      // entries whose home slots AckBatch reads together
 )
 
 // slot is 20 bytes: uint32 fields keep Go from padding it to 24.
@@ -555,23 +555,30 @@ func (l *Ledger) grow() {
 // AckBatch folds deltas[i] into the record of springIDs[i] for every i, as
 // Ack does, and calls done for each root it completes. It is the acker's
 // loop over an AckBatch: at a million records in flight a lookup is mostly
-// a cache miss, so it reads the home slots of the entries a few ahead, and
-// misses begun together overlap instead of coming one after another. A
-// table that fits in a core's cache gains nothing from that and is left
-// alone. springIDs and deltas must be as long as each other.
+// a cache miss, so it reads the home slots of a group of entries first, in
+// a loop of nothing else, and their misses overlap instead of coming one
+// after another; then it folds the group. (Reading one entry a few ahead of
+// the fold overlapped fewer: a read that misses holds up what comes after
+// it once the processor's window of work in flight is full.) A table that
+// fits in a core's cache gains nothing from that and is left alone.
+// springIDs and deltas must be as long as each other.
 func (l *Ledger) AckBatch(springIDs, deltas []uint64, done func(springID uint64, task uint32)) {
 	deltas = deltas[:len(springIDs)]
+	group := len(springIDs)
 	if len(l.slots) >= prefetchSlots {
-		for _, id := range springIDs[:min(ahead, len(springIDs))] {
-			l.prefetch(id)
-		}
+		group = ahead
 	}
-	for i, id := range springIDs {
-		if len(l.slots) >= prefetchSlots && i+ahead < len(springIDs) {
-			l.prefetch(springIDs[i+ahead])
+	for start := 0; start < len(springIDs); start += group {
+		ids := springIDs[start:min(start+group, len(springIDs))]
+		if group != len(springIDs) {
+			for _, id := range ids {
+				l.prefetch(id)
+			}
 		}
-		if o := l.Ack(id, deltas[i]); o.Status == Completed {
-			done(id, o.Task)
+		for i, id := range ids {
+			if o := l.Ack(id, deltas[start+i]); o.Status == Completed {
+				done(id, o.Task)
+			}
 		}
 	}
 }

@@ -401,3 +401,66 @@ func TestBrokenInvariantPanics(t *testing.T) {
 		})
 	}
 }
+
+// TestAckBatchIsAcks: AckBatch folds a batch as Ack would one entry after
+// another, in tables small and large enough for it to read homes ahead,
+// for batches shorter and longer than the group it reads together: the
+// same roots complete, in the same order, and the same records stay.
+func TestAckBatchIsAcks(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		records int
+		batch   int
+	}{
+		{"small table, empty batch", 100, 0},
+		{"small table", 100, 7},
+		{"small table, a group", 1000, ahead},
+		{"large table, one entry", 60000, 1},
+		{"large table, a group", 60000, ahead},
+		{"large table, past a group", 60000, ahead + 1},
+		{"large table, many groups", 60000, 5*ahead + 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(tc.records), uint64(tc.batch)))
+			cfg := Config{Generations: 3, ExpectedInFlight: tc.records}
+			batched, single := New(cfg), New(cfg)
+			if tc.records >= 60000 && len(batched.slots) < prefetchSlots {
+				t.Fatalf("%d slots: too few for AckBatch to read ahead", len(batched.slots))
+			}
+			ids, checks := make([]uint64, tc.records), make([]uint64, tc.records)
+			for i := range ids {
+				ids[i], checks[i] = rng.Uint64(), rng.Uint64()|1
+				batched.Init(ids[i], uint32(i), checks[i])
+				single.Init(ids[i], uint32(i), checks[i])
+			}
+			var gotDone, wantDone []uint64
+			for round := 0; round < 20; round++ {
+				springIDs, deltas := make([]uint64, tc.batch), make([]uint64, tc.batch)
+				for j := range springIDs {
+					k := rng.IntN(len(ids))
+					switch rng.IntN(4) {
+					case 0: // completes the root
+						springIDs[j], deltas[j] = ids[k], checks[k]
+						checks[k] = 0
+					case 1: // an unknown root: kept for its init
+						springIDs[j], deltas[j] = rng.Uint64(), rng.Uint64()|1
+					default: // folds a part of the check value
+						d := rng.Uint64()
+						springIDs[j], deltas[j] = ids[k], d
+						checks[k] ^= d
+					}
+				}
+				batched.AckBatch(springIDs, deltas, func(id uint64, _ uint32) { gotDone = append(gotDone, id) })
+				for j, id := range springIDs {
+					if o := single.Ack(id, deltas[j]); o.Status == Completed {
+						wantDone = append(wantDone, id)
+					}
+				}
+			}
+			if !slices.Equal(gotDone, wantDone) || batched.Len() != single.Len() || batched.Stats() != single.Stats() {
+				t.Fatalf("AckBatch completed %d roots and kept %d, %+v; Ack one by one %d and %d, %+v",
+					len(gotDone), batched.Len(), batched.Stats(), len(wantDone), single.Len(), single.Stats())
+			}
+		})
+	}
+}
