@@ -93,18 +93,27 @@ func FuzzFramedBatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { agree(t, 0, b) })
 }
 
-// agree fails t unless serializer 0 and protobuf-go decode b alike.
+// agree fails t unless serializer 0 and protobuf-go decode b alike as a
+// TupleBatch.
 func agree(t *testing.T, i int, b []byte) {
 	t.Helper()
-	want := &messages.TupleBatch{}
+	agreeAs(t, i, b, TupleBatch, &messages.TupleBatch{})
+}
+
+// agreeAs fails t unless serializer 0 and protobuf-go decode b alike as
+// typeName, which want is an empty message of; it returns serializer 0's
+// message, or nil for an error.
+func agreeAs(t *testing.T, i int, b []byte, typeName string, want proto.Message) any {
+	t.Helper()
 	werr := proto.Unmarshal(b, want)
-	got, gerr := remote.Deserialize(b, TupleBatch, 0)
+	got, gerr := remote.Deserialize(b, typeName, 0)
 	switch {
 	case (werr == nil) != (gerr == nil):
 		t.Fatalf("encoding %d %x: error %v, protobuf-go's %v", i, b, gerr, werr)
-	case werr == nil && !proto.Equal(got.(*messages.TupleBatch), want):
+	case werr == nil && !proto.Equal(got.(proto.Message), want):
 		t.Fatalf("encoding %d %x: decoded %v, protobuf-go %v", i, b, got, want)
 	}
+	return got
 }
 
 // randomEncoding appends a few of TupleBatch's fields in random order,
