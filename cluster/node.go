@@ -214,8 +214,9 @@ const (
 // may carry a moving counter's state part beside many tuple batches: more
 // than gRPC's default 4 MiB), buffers and windows as streamBuffer and
 // streamWindow say, and a received batch read into a
-// buffer from a pool, not a new one: protobuf copies what it keeps out of
-// it (a fifth of the bytes a member that takes many batches made). The
+// buffer from a pool, not a new one: the codec copies what it keeps out of
+// it (a fifth of the bytes a member that takes many batches made; the
+// larger messages into cluster/wire's buffers, cluster/wire/receive.go). The
 // pool keeps buffers by size class, a class's largest (docs/cluster.md);
 // experimental in gRPC 1.60. A writer's connect handshake is bounded by
 // connectWithin (handshakeWithin).
