@@ -21,15 +21,15 @@ import (
 
 // held holds the buffers of the messages taken, by the address of their
 // first byte until serializer 0 decodes them, then a framed batch's by its
-// frame's first byte until the frame is decoded. A batch nobody
-// decodes (it went to a dead letter, or on to another member) is forgotten
-// after two generations, like a lend: its buffer then goes to the collector.
+// frame's first byte until the frame is decoded. A batch nobody decodes
+// (it went to a dead letter, or on to another member) is forgotten after
+// two generations, like a lend: its buffer then goes to the collector.
 var held lends[*byte]
 
-// Release gives back the buffer of the batch whose frame is f, once its
-// columns and values have been copied out (nothing may read f after): a
-// frame that did not come in a buffer of Buffer's is left alone. It says
-// whether it gave one back.
+// Release gives back the buffer that f came in, f being a taken message's
+// bytes or a framed batch's frame, once what it holds has been copied out
+// (nothing may read f after); bytes that did not come in a buffer of
+// Buffer's are left alone. It says whether it gave one back.
 func Release(f []byte) bool {
 	if cap(f) < pooledFrom/2 { // a frame starts a few bytes into its buffer
 		return false
@@ -40,11 +40,12 @@ func Release(f []byte) bool {
 
 // decodeRemote decodes data as gRPC's proto codec would into m, but for
 // the bytes of the envelopes in a batch that serializer 0 decodes, which it
-// copies into buffers of Buffer's if they are large enough (pooledFrom): the serializer gives each back once it
-// has decoded it, or, for a framed tuple batch, once the frame is (Release). It says no, and decodes nothing, for an
-// encoding it does not take apart by hand (another kind of remote message,
-// a field it does not know, one a message repeats): protobuf-go decodes
-// that as before, and says what is wrong with it.
+// copies into buffers of Buffer's if they are large enough (pooledFrom):
+// the serializer gives each back once it has decoded it, or, for a framed
+// tuple batch, once the frame is (Release). It says no, and decodes
+// nothing, for an encoding it does not take apart by hand (another kind of
+// remote message, a field it does not know, one a message repeats):
+// protobuf-go decodes that as before, and says what is wrong with it.
 func decodeRemote(data []byte, m *remote.RemoteMessage) bool {
 	num, typ, n := protowire.ConsumeTag(data)
 	if n < 0 || num != 1 || typ != protowire.BytesType {

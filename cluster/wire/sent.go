@@ -1,10 +1,9 @@
 package wire
 
 import (
+	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/asynkron/protoactor-go/remote"
 )
 
 // gRPC marshals each message a stream sends into a fresh buffer and hands
@@ -19,12 +18,13 @@ import (
 // a message's size from the stream's write quota (64 KiB) and waits only
 // while the quota is not above 0; the writer gives the quota back a piece
 // of at most one HTTP/2 frame (16 KiB) at a time, just before it copies
-// that piece, and copies a stream's messages in order. So once SendMsg of a
-// message has returned, fewer than inFlight bytes of the messages before it
-// are still to copy: a message followed by at least inFlight bytes of
-// messages that were sent before that one has been copied. gRPC keeps a
-// message for a retry only until the stream's first answer (a stream commits
-// then), which a member's stream has had before it sends anything else.
+// that piece, and copies a stream's messages in order. So once SendMsg of
+// the newest message has returned, fewer than inFlight bytes of the
+// messages before it are still to copy, and an earlier message followed by
+// at least inFlight bytes of messages before the newest has been copied.
+// gRPC keeps a message for a retry only until the stream's first answer (a
+// stream commits then), which a member's stream has had before it sends
+// anything else.
 
 // inFlight is gRPC 1.60's write quota of a stream (defaultWriteQuota) and
 // its largest frame (http2MaxFrameLen): the most of a stream's earlier
