@@ -155,8 +155,9 @@ func (c codec) Marshal(v any) ([]byte, error) {
 	return out, err
 }
 
-// Unmarshal decodes as the proto codec does, but for the tuple batches
-// among a remote's envelopes (decodeRemote).
+// Unmarshal decodes as the proto codec does, but for the envelopes of 4
+// KiB or more in a remote's batch, whose bytes go in buffers of Buffer's
+// (decodeRemote).
 func (c codec) Unmarshal(data []byte, v any) error {
 	if m, ok := v.(*remote.RemoteMessage); ok && decodeRemote(data, m) {
 		return nil

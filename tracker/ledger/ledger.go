@@ -564,13 +564,13 @@ func (l *Ledger) grow() {
 // springIDs and deltas must be as long as each other.
 func (l *Ledger) AckBatch(springIDs, deltas []uint64, done func(springID uint64, task uint32)) {
 	deltas = deltas[:len(springIDs)]
-	group := len(springIDs)
-	if len(l.slots) >= prefetchSlots {
+	group, read := len(springIDs), len(l.slots) >= prefetchSlots
+	if read {
 		group = ahead
 	}
 	for start := 0; start < len(springIDs); start += group {
 		ids := springIDs[start:min(start+group, len(springIDs))]
-		if group != len(springIDs) {
+		if read {
 			for _, id := range ids {
 				l.prefetch(id)
 			}
