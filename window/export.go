@@ -16,8 +16,8 @@ type Cell struct {
 // Export calls f with every nonzero (pane, key) cell of the window, oldest
 // pane first, until f returns false: with Import into an empty window of
 // the same Config, the state of w as reads see it (a moving counter task
-// hands its window over so). A key may come twice for one pane (its
-// in-order and its late updates).
+// hands its window over so). A key may come more than once for one pane
+// (its in-order updates, its late ones, and repeats kept apart).
 func (w *Sliding) Export(f func(Cell) bool) {
 	if w.clock.span == 0 {
 		return

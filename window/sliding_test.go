@@ -716,7 +716,8 @@ func TestSlidingPackedCells(t *testing.T) {
 // TestSlidingHeadDups: repeated columns of the newest pane wait in
 // headDups until a read or until they outnumber a quarter of the cells (and minDups),
 // and the pane is indexed from then on; or they wait until the pane
-// closes. Each way the counts come out exact. Past 2^32-2 updates in the
+// closes, and are kept in it as cells of their own, which Stats.Cells and
+// MaxCells do not count. Each way the counts come out exact. Past 2^32-2 updates in the
 // pane they go straight to their cells, which refuse the one that would
 // overflow.
 func TestSlidingHeadDups(t *testing.T) {
@@ -774,6 +775,9 @@ func TestSlidingHeadDups(t *testing.T) {
 	w.Advance(20) // pane 1 closes with them
 	if s := w.Stats(); s.Cells != 8 || s.Live != 4 || w.headMark[0] != 0 {
 		t.Errorf("pane 1 closed: Stats = %+v, marks %#x; want 8 cells, 4 live, no marks", s, w.headMark[0])
+	}
+	if p := &w.panes[w.clock.back(1)]; p.repeats != 8 || len(p.packed)+len(p.cells) != 12 {
+		t.Errorf("pane 1 closed: %d cells, %d of them repeats; want 12, 8", len(p.packed)+len(p.cells), p.repeats)
 	}
 	check("pane 1 closed")
 	// Pane 2: cells full; a repeat needs no cell, and settles the pane.
