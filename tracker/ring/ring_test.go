@@ -2,6 +2,7 @@ package ring
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -294,5 +295,52 @@ func TestZeroRing(t *testing.T) {
 	}
 	if c := (&Ring{}).Clone(); c.Replicas() != DefaultReplicas {
 		t.Fatal("Clone of a zero Ring lost its replica count")
+	}
+}
+
+// TestTableBucketEdges: points placed on the first and last keys of
+// buckets, on neighbouring buckets' edges and on the ring's ends: the
+// table names the ring's owner at every key around each of them.
+func TestTableBucketEdges(t *testing.T) {
+	const width = 1 << (32 - tableBits)
+	for _, tc := range []struct {
+		name string
+		keys []uint32
+	}{
+		{"last key of a bucket", []uint32{5*width - 1, 9 * width}},
+		{"first key of a bucket", []uint32{5 * width, 9*width + 7}},
+		{"last and first of neighbours", []uint32{5*width - 1, 5 * width, 5*width + 1}},
+		{"two on one last key", []uint32{7*width - 1, 7*width - 1, 8 * width}},
+		{"the ring's ends", []uint32{0, 1<<32 - 1}},
+		{"one point", []uint32{3*width - 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(1)
+			for i := range tc.keys {
+				r.Add(fmt.Sprint("a", i))
+				_ = r.SetState(fmt.Sprint("a", i), Running)
+			}
+			r.keys = tc.keys // placed by hand, in order, one owner each
+			r.owners = r.owners[:0]
+			for i := range tc.keys {
+				r.owners = append(r.owners, fmt.Sprint("a", i))
+			}
+			tab := r.Table()
+			for _, p := range tc.keys {
+				for _, b := range []uint32{p/width - 1, p / width, p/width + 1} { // a bucket with no point before its last key is direct
+					lo, hi := b*width, b*width+width-1
+					inside := slices.ContainsFunc(tc.keys, func(k uint32) bool { return k >= lo && k < hi })
+					if direct := tab.bucket[b%(1<<tableBits)] >= 0; direct == inside {
+						t.Errorf("bucket %d: direct %v, with points before its last key %v", b, direct, inside)
+					}
+				}
+				for _, k := range []uint32{p - width, p - 2, p - 1, p, p + 1, p + 2, p + width} {
+					want, _ := r.LocateKey(k)
+					if n, ok := tab.OwnerKey(k); !ok || tab.IDs()[n] != want {
+						t.Errorf("key %#x: table owner %d (%v) of %v, ring %q", k, n, ok, tab.IDs(), want)
+					}
+				}
+			}
+		})
 	}
 }
