@@ -70,3 +70,18 @@ func (d *Directory) AckerOf(springID uint64) int {
 	i, _ := d.table.Owner(springID)
 	return int(d.num[i])
 }
+
+// FirstOwned returns the first of the n springIDs from from on whose
+// acker is in set, by acker number; false if none is, or set is shorter
+// than the ackers.
+func (d *Directory) FirstOwned(from uint64, n int, set []bool) (uint64, bool) {
+	if d.Ackers == 0 || len(set) < d.Ackers {
+		return 0, false
+	}
+	for id := from; id < from+uint64(n); id++ {
+		if i, _ := d.table.OwnerKey(ring.Key(id)); set[d.num[i]] {
+			return id, true
+		}
+	}
+	return 0, false
+}

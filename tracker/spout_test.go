@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -728,45 +729,56 @@ func TestSpoutFinishes(t *testing.T) {
 	}
 }
 
-// TestNextSpringIDPrefersNear: each root takes the next block of the
-// sequence, and of it the first id a near acker owns, or the block's first
-// when none does or none are named (no acker near, or all, is no
-// preference: the first); with a third of the ackers near, every root
-// is theirs. A spout's MaxPending roots in flight so chosen
-// stay in its pending ring, none spilled.
-func TestNextSpringIDPrefersNear(t *testing.T) {
+// TestNextSpringIDTakesTurns: each root takes the next block of the
+// sequence, and of it the first id that an acker whose turn it is owns,
+// else the first a near acker owns, else the block's first. The turn goes
+// to an eighth of the near ackers (all of them when none, or all, are
+// near; at least one) for BatchSize roots, then to the next ones in
+// order, so that every near acker owns about as many roots and no far
+// one gets a turn; with a third of the ackers near every root is a near
+// acker's. The roots stay in the pending ring, none spilled.
+func TestNextSpringIDTakesTurns(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		ackers   int
 		near     []int
 		wantNear float64 // at least this share of roots owned by a near acker
+		turn     int     // ackers in a turn
 	}{
-		{"no preference", 3, nil, 0},
-		{"none near", 3, []int{}, 0},
-		{"all near", 3, []int{0, 1, 2}, 1},
-		{"one of three", 3, []int{1}, 1},
-		{"two of three", 3, []int{0, 2}, 1},
-		{"one of eight", 8, []int{5}, 0.998},
-		{"three of eight", 8, []int{0, 3, 7}, 1},
-		{"one of 32", 32, []int{9}, 0.85},
+		{"no preference", 3, nil, 0, 1},
+		{"none near", 3, []int{}, 0, 1},
+		{"all near", 3, []int{0, 1, 2}, 1, 1},
+		{"one of three", 3, []int{1}, 1, 1},
+		{"two of three", 3, []int{0, 2}, 1, 1},
+		{"one of eight", 8, []int{5}, 0.998, 1},
+		{"three of eight", 8, []int{0, 3, 7}, 1, 1},
+		{"eight", 8, nil, 0, 1},
+		{"nine", 9, nil, 0, 2},
+		{"one of 32", 32, []int{9}, 0.85, 1},
+		{"32", 32, nil, 0, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const roots = 20000
+			const roots, batch = 20000, 100
 			d := NewDirectory(1, tc.ackers, 0)
 			var near []bool
+			eligible := make([]bool, tc.ackers)
+			for a := range eligible {
+				eligible[a] = len(tc.near) == 0
+			}
 			if tc.near != nil {
 				near = make([]bool, tc.ackers)
 				for _, a := range tc.near {
-					near[a] = true
+					near[a], eligible[a] = true, true
 				}
 			}
 			rng := rand.New(rand.NewPCG(uint64(tc.ackers), uint64(len(tc.near))))
-			s := NewSpout(SpoutConfig{Task: 9, MaxPending: roots, MaxReplays: 1, Deadline: 100, Draw: func() uint64 { return rng.Uint64N(1 << 39) }})
+			s := NewSpout(SpoutConfig{Task: 9, MaxPending: roots, MaxReplays: 1, BatchSize: batch, Deadline: 100, Draw: func() uint64 { return rng.Uint64N(1 << 39) }})
 			s.SetNear(near)
 			if preferring := len(tc.near) > 0 && len(tc.near) < tc.ackers; (s.near != nil) != preferring {
 				t.Fatalf("SetNear(%v) keeps %v: want a preference %v", near, s.near, preferring)
 			}
-			prev, hits := uint64(0), 0
+			prev, hits, owned := uint64(0), 0, make([]int, tc.ackers)
+			var turn []bool
 			for i := range roots {
 				id := s.NextSpringID(d)
 				block := id &^ nearMask
@@ -774,16 +786,34 @@ func TestNextSpringIDPrefersNear(t *testing.T) {
 					t.Fatalf("root %d: springId %x not in the block after %x", i, id, prev)
 				}
 				prev = block
-				want := block
-				for c := block; near != nil && c <= block|nearMask; c++ {
-					if near[d.AckerOf(c)] {
-						want = c
-						break
+				if i%batch == 0 { // a new turn: the next eligible ackers, in order
+					next := nextTurn(turn, eligible, tc.turn)
+					if turn != nil && !slices.Equal(s.turnSet, next) {
+						t.Fatalf("root %d: turn %v after %v, want %v", i, s.turnSet, turn, next)
 					}
+					turn = slices.Clone(s.turnSet)
+					if n := countTrue(turn); n != tc.turn {
+						t.Fatalf("root %d: %d ackers in the turn %v, want %d", i, n, turn, tc.turn)
+					}
+					for a, in := range turn {
+						if in && !eligible[a] {
+							t.Fatalf("root %d: far acker %d in the turn %v", i, a, turn)
+						}
+					}
+				} else if !slices.Equal(s.turnSet, turn) {
+					t.Fatalf("root %d: the turn changed within a batch: %v, then %v", i, turn, s.turnSet)
+				}
+				want, found := firstOf(d, block, turn)
+				if !found && near != nil {
+					want, found = firstOf(d, block, near)
+				}
+				if !found {
+					want = block
 				}
 				if id != want {
 					t.Fatalf("root %d: springId %x, want %x", i, id, want)
 				}
+				owned[d.AckerOf(id)]++
 				if near != nil && near[d.AckerOf(id)] {
 					hits++
 				}
@@ -792,9 +822,78 @@ func TestNextSpringIDPrefersNear(t *testing.T) {
 			if got := float64(hits) / roots; got < tc.wantNear {
 				t.Errorf("%.3f of roots owned by a near acker, want at least %.2f", got, tc.wantNear)
 			}
+			fair := float64(roots) / float64(countTrue(eligible))
+			for a, n := range owned {
+				if eligible[a] && (float64(n) < 0.7*fair || float64(n) > 1.3*fair) {
+					t.Errorf("acker %d owns %d roots, a fair share is %.0f: %v", a, n, fair, owned)
+				}
+			}
 			if s.Len() != roots || len(s.pending.spill) != 0 {
 				t.Errorf("%d in flight, %d of them spilled from the pending ring, want %d and none", s.Len(), len(s.pending.spill), roots)
 			}
+		})
+	}
+}
+
+// nextTurn is the turn after turn: the k eligible ackers after its last
+// one (the one whose next eligible acker is not in it), in order.
+func nextTurn(turn, eligible []bool, k int) []bool {
+	n, last := len(eligible), 0
+	for a, in := range turn {
+		if !in {
+			continue
+		}
+		last = a
+		b := (a + 1) % n
+		for !eligible[b] {
+			b = (b + 1) % n
+		}
+		if !turn[b] {
+			break
+		}
+	}
+	next := make([]bool, n)
+	for a := (last + 1) % n; k > 0; a = (a + 1) % n {
+		if eligible[a] {
+			next[a] = true
+			k--
+		}
+	}
+	return next
+}
+
+// firstOf is the first id of block that an acker in set owns.
+func firstOf(d *Directory, block uint64, set []bool) (uint64, bool) {
+	for c := block; c <= block|nearMask; c++ {
+		if set[d.AckerOf(c)] {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+func countTrue(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkNextSpringID: the springId of a root, at acker counts where the
+// turn's acker owns a half to a 32nd of the ring (ns/op: per root).
+func BenchmarkNextSpringID(b *testing.B) {
+	for _, ackers := range []int{2, 8, 32} {
+		b.Run(fmt.Sprintf("ackers=%d", ackers), func(b *testing.B) {
+			d := NewDirectory(1, ackers, 0)
+			s := NewSpout(SpoutConfig{Task: 5, MaxPending: 2048, BatchSize: 512, Draw: func() uint64 { return 0 }})
+			var sink uint64
+			for b.Loop() {
+				sink += s.NextSpringID(d)
+			}
+			_ = sink
 		})
 	}
 }
