@@ -733,28 +733,31 @@ func TestSpoutFinishes(t *testing.T) {
 // sequence, and of it the first id that an acker whose turn it is owns,
 // else the first a near acker owns, else the block's first. The turn goes
 // to an eighth of the near ackers (all of them when none, or all, are
-// near; at least one) for BatchSize roots, then to the next ones in
-// order, so that every near acker owns about as many roots and no far
-// one gets a turn; with a third of the ackers near every root is a near
-// acker's. The roots stay in the pending ring, none spilled.
+// near; at least one; no turns below minTurn of them) for BatchSize
+// roots, then to the next ones in order, so that every near acker owns
+// about as many roots and no far one gets a turn; with a third of the
+// ackers near every root is a near acker's. The roots stay in the pending
+// ring, none spilled.
 func TestNextSpringIDTakesTurns(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		ackers   int
 		near     []int
 		wantNear float64 // at least this share of roots owned by a near acker
-		turn     int     // ackers in a turn
+		turn     int     // ackers in a turn; 0: no turns (fewer than minTurn near)
 	}{
-		{"no preference", 3, nil, 0, 1},
-		{"none near", 3, []int{}, 0, 1},
-		{"all near", 3, []int{0, 1, 2}, 1, 1},
-		{"one of three", 3, []int{1}, 1, 1},
-		{"two of three", 3, []int{0, 2}, 1, 1},
-		{"one of eight", 8, []int{5}, 0.998, 1},
-		{"three of eight", 8, []int{0, 3, 7}, 1, 1},
+		{"no preference", 3, nil, 0, 0},
+		{"none near", 3, []int{}, 0, 0},
+		{"all near", 3, []int{0, 1, 2}, 1, 0},
+		{"one of three", 3, []int{1}, 1, 0},
+		{"two of three", 3, []int{0, 2}, 1, 0},
+		{"one of eight", 8, []int{5}, 0.998, 0},
+		{"three of eight", 8, []int{0, 3, 7}, 1, 0},
+		{"four", 4, nil, 0, 1},
+		{"four of eight", 8, []int{1, 2, 5, 6}, 1, 1},
 		{"eight", 8, nil, 0, 1},
 		{"nine", 9, nil, 0, 2},
-		{"one of 32", 32, []int{9}, 0.85, 1},
+		{"one of 32", 32, []int{9}, 0.85, 0},
 		{"32", 32, nil, 0, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -786,7 +789,11 @@ func TestNextSpringIDTakesTurns(t *testing.T) {
 					t.Fatalf("root %d: springId %x not in the block after %x", i, id, prev)
 				}
 				prev = block
-				if i%batch == 0 { // a new turn: the next eligible ackers, in order
+				if tc.turn == 0 {
+					if s.turnSet != nil {
+						t.Fatalf("root %d: a turn %v among %d near ackers", i, s.turnSet, countTrue(eligible))
+					}
+				} else if i%batch == 0 { // a new turn: the next eligible ackers, in order
 					next := nextTurn(turn, eligible, tc.turn)
 					if turn != nil && !slices.Equal(s.turnSet, next) {
 						t.Fatalf("root %d: turn %v after %v, want %v", i, s.turnSet, turn, next)
@@ -803,7 +810,10 @@ func TestNextSpringIDTakesTurns(t *testing.T) {
 				} else if !slices.Equal(s.turnSet, turn) {
 					t.Fatalf("root %d: the turn changed within a batch: %v, then %v", i, turn, s.turnSet)
 				}
-				want, found := firstOf(d, block, turn)
+				want, found := uint64(0), false
+				if tc.turn > 0 {
+					want, found = firstOf(d, block, turn)
+				}
 				if !found && near != nil {
 					want, found = firstOf(d, block, near)
 				}
@@ -882,8 +892,8 @@ func countTrue(b []bool) int {
 	return n
 }
 
-// BenchmarkNextSpringID: the springId of a root, at acker counts where the
-// turn's acker owns a half to a 32nd of the ring (ns/op: per root).
+// BenchmarkNextSpringID: the springId of a root (ns/op), with no turns (2
+// ackers) and where the turn's ackers own an eighth of the ring (8, 32).
 func BenchmarkNextSpringID(b *testing.B) {
 	for _, ackers := range []int{2, 8, 32} {
 		b.Run(fmt.Sprintf("ackers=%d", ackers), func(b *testing.B) {
