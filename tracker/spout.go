@@ -220,12 +220,13 @@ func (s *Spout) NextSpringID(d *Directory) uint64 {
 
 // turn is the set of ackers, by number, whose turn it is to own the
 // roots: turnShare's share of the near ackers (from minTurn of them on),
-// each share in turn for BatchSize roots. A pull's roots then go to one acker or a few, where
-// spread over the ring they went to every acker: one Track for the pull
-// instead of one for each acker, and the acks that processors send for
-// them and the completions for the spout in as few messages. At 8 ackers
-// on one member that took the word count's messages to the ackers from
-// 95 000 to 27 000 for 1M lines; over time the load is spread as before.
+// each share in turn for BatchSize roots. A pull's roots then go to one
+// acker or a few, where spread over the ring they went to every acker:
+// one Track for the pull instead of one for each acker, and the acks that
+// processors send for them and the completions for the spout in as few
+// messages. At 8 ackers on one member that took the word count's messages
+// to the ackers from 96 000 to 27 000 for 1M lines; over time the load is
+// spread as before.
 func (s *Spout) turn(d *Directory) []bool {
 	if s.turnLeft > 0 && s.turnOf == d.Ackers {
 		s.turnLeft--

@@ -359,13 +359,13 @@ func (w *Sliding) addAt(s int, col uint32, value int64) error {
 // by the column's mark, is kept in headDups and becomes a cell of its own
 // when the pane closes; or it is added to the column's cell when
 // something reads the pane or headDups outgrows a quarter of the cells
-// (settle), after which the pane is indexed and
-// its updates find or make their cells through the index (its new cells
-// are not marked: the index finds them). So the index is built
-// only for a pane that is read or repeats much: at many keys most updates
-// are a new cell each, and cost a read and write of a word of the marks
-// (128 KB at 1M keys) instead of a probe of the index (in one run, with
-// 1M uniform keys, 4 ns an update less at 1 s panes and 9 at 10 s). An update
+// (settle), after which the pane is indexed and its updates find or make
+// their cells through the index (its new cells are not marked: the index
+// finds them). So the index is built only for a pane that is read or
+// repeats much: at many keys most updates are a new cell each, and cost a
+// read and write of a word of the marks (128 KB at 1M keys) instead of a
+// probe of the index (in one run, with 1M uniform keys, 4 ns an update
+// less at 1 s panes and 9 at 10 s). An update
 // kept aside cannot be refused with ErrOverflow when it is added, so they
 // are kept only while the pane has taken fewer than 2^32-1 updates: none
 // of its cells can reach 2^32-1 before. It returns the index of col's
@@ -498,9 +498,9 @@ func (w *Sliding) fold(col uint32, count uint32, sum int64) {
 // expires. (Adding them to their columns' cells first took a filter check
 // of every cell and an index lookup of those it let through: at 1M
 // uniform keys, where 5 % of a 10 s pane's updates are repeats, an update
-// took 0.88× the time without, and 0.92× at 1 s panes.) The cells' marks are
-// cleared one by one, or all at once where the pane has so many cells for
-// the columns that that costs less.
+// took 0.88× the time without, and 0.92× at 1 s panes.) The cells' marks
+// are cleared one by one, or all at once where the pane has so many cells
+// for the columns that that costs less.
 func (w *Sliding) closeHead(s int) {
 	p := &w.panes[s]
 	marked := w.headCells

@@ -10,7 +10,7 @@ import (
 // point, against 27 % at 4096 buckets: a spout that looks for a springId
 // of the ackers whose turn it is (the tracker's turns) checks about eight
 // ids a root, and each check that found a point inside its bucket went on
-// to a scan (71 ns a root at 8 ackers and 124 at 32, now 45 and 60).
+// to a scan (71 ns a root at 8 ackers and 124 at 32, now 45 and 64).
 const tableBits = 15
 
 // Table is a frozen copy of a ring's running points for lookups on the hot
