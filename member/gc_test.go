@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/acktor/acktor/cluster"
 )
 
 func TestGCPercent(t *testing.T) {
@@ -43,6 +45,29 @@ func TestTuneGC(t *testing.T) {
 	stop()
 	if p := percent(); p != 100 {
 		t.Errorf("percentage %d after the tuner stopped, want 100", p)
+	}
+}
+
+// TestPaceGC: a member of a cluster of processes runs under the tuner; an
+// embedded member leaves the collector at its percentage.
+func TestPaceGC(t *testing.T) {
+	tunerTest(t)
+	for _, tc := range []struct {
+		provider string
+		tuned    bool
+	}{
+		{"embedded", false},
+		{"automanaged", true},
+		{"etcd", true},
+	} {
+		stop := paceGC(cluster.Config{Provider: tc.provider})
+		if p := percent(); (p > 100) != tc.tuned {
+			t.Errorf("provider %s: percentage %d, want tuned (over 100) %v", tc.provider, p, tc.tuned)
+		}
+		stop()
+		if p := percent(); p != 100 {
+			t.Errorf("provider %s: percentage %d after the member ended, want 100", tc.provider, p)
+		}
 	}
 }
 

@@ -35,15 +35,15 @@ import (
 // a second one aborts what the first lets finish). A batch driver returns
 // once its job ended and its results are written; the other members host
 // the job's tasks and ackers until stopped, then leave, moving them to the
-// members that stay. Errors about a setting are *SettingError. While it
-// runs, the collector lets the heap grow by 64 MB over its live bytes
-// before it collects (more than GOGC's default 100 % of a small heap),
-// unless the environment sets GOGC.
+// members that stay. Errors about a setting are *SettingError. While a
+// member of a cluster of processes runs, the collector lets the heap grow
+// by 64 MB over its live bytes before it collects (more than GOGC's
+// default 100 % of a small heap), unless the environment sets GOGC.
 func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topology) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	defer tuneGC(gcFloor)()
+	defer paceGC(cfg.Cluster)()
 	var topo *Topology
 	for i := range topologies {
 		if topologies[i].Name == cfg.Job.Topology {
