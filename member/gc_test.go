@@ -1,6 +1,7 @@
 package member
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -33,15 +34,42 @@ func TestGCPercent(t *testing.T) {
 	}
 }
 
-// TestTuneGC: the tuner raises the percentage over a small live heap, puts
-// the old one back when stopped, leaves no goroutine, and keeps off when
-// the environment sets GOGC.
+// TestNextPercent: the percentage doubles while collections come more
+// often than gcEvery, halves once they come four times as seldom, and
+// stays within the base and the limit.
+func TestNextPercent(t *testing.T) {
+	for _, tc := range []struct {
+		cur, base, limit int
+		interval         time.Duration
+		want             int
+	}{
+		{cur: 100, base: 100, limit: 1600, interval: 10 * time.Millisecond, want: 200},
+		{cur: 1200, base: 100, limit: 1600, interval: 10 * time.Millisecond, want: 1600},
+		{cur: 1600, base: 100, limit: 1600, interval: 0, want: 1600},
+		{cur: 400, base: 100, limit: 1600, interval: gcEvery, want: 400},
+		{cur: 400, base: 100, limit: 1600, interval: 4 * gcEvery, want: 400},
+		{cur: 400, base: 100, limit: 1600, interval: time.Second, want: 200},
+		{cur: 150, base: 100, limit: 1600, interval: time.Second, want: 100},
+		{cur: 800, base: 100, limit: 300, interval: 2 * gcEvery, want: 300},      // the live heap grew
+		{cur: 100, base: 100, limit: 100, interval: time.Millisecond, want: 100}, // a large live heap
+		{cur: 300, base: 300, limit: 100, interval: time.Second, want: 300},      // the user's GOGC is the least
+	} {
+		if got := nextPercent(tc.cur, tc.base, tc.limit, tc.interval); got != tc.want {
+			t.Errorf("nextPercent(%d, %d, %d, %v) = %d, want %d", tc.cur, tc.base, tc.limit, tc.interval, got, tc.want)
+		}
+	}
+}
+
+// TestTuneGC: the tuner raises the percentage over a small live heap that
+// is collected often, puts the old one back when stopped, leaves no
+// goroutine, and keeps off when the environment sets GOGC.
 func TestTuneGC(t *testing.T) {
 	tunerTest(t)
 	stop := tuneGC(1 << 40)
-	if p := percent(); p <= 100 {
-		t.Errorf("percentage %d under the tuner, want more than 100", p)
+	if p := percent(); p != 100 {
+		t.Errorf("percentage %d before a collection, want 100", p)
 	}
+	collectUntil(t, func(p int) bool { return p > 100 }, "more than 100")
 	stop()
 	if p := percent(); p != 100 {
 		t.Errorf("percentage %d after the tuner stopped, want 100", p)
@@ -61,8 +89,16 @@ func TestPaceGC(t *testing.T) {
 		{"etcd", true},
 	} {
 		stop := paceGC(cluster.Config{Provider: tc.provider})
-		if p := percent(); (p > 100) != tc.tuned {
-			t.Errorf("provider %s: percentage %d, want tuned (over 100) %v", tc.provider, p, tc.tuned)
+		if tc.tuned {
+			collectUntil(t, func(p int) bool { return p > 100 }, "more than 100")
+		} else {
+			for range 5 {
+				runtime.GC()
+			}
+			time.Sleep(10 * time.Millisecond) // time for a tuner, if there were one
+			if p := percent(); p != 100 {
+				t.Errorf("provider %s: percentage %d, want GOGC's 100", tc.provider, p)
+			}
 		}
 		stop()
 		if p := percent(); p != 100 {
@@ -81,9 +117,9 @@ func TestTuneGCKeepsOff(t *testing.T) {
 	}
 }
 
-// TestTuneGCAfterCollection: after each collection the percentage is the
-// one for the live heap that collection measured, a live heap that grew
-// and one that shrank.
+// TestTuneGCAfterCollection: collections in quick succession take the
+// percentage to the limit for the live heap the last collection measured,
+// a live heap that grew and one that shrank, and never past it.
 func TestTuneGCAfterCollection(t *testing.T) {
 	tunerTest(t)
 	const floor = 64 << 20
@@ -91,20 +127,32 @@ func TestTuneGCAfterCollection(t *testing.T) {
 	var ballast []byte
 	for _, size := range []int{48 << 20, 0} {
 		ballast = make([]byte, size)
-		runtime.GC()
-		deadline := time.Now().Add(10 * time.Second)
-		for { // want follows the last collection: another may come while it waits
-			p, want := percent(), gcPercent(liveHeap(), floor, 100)
-			if p == want {
-				break
+		collectUntil(t, func(p int) bool { // the limit follows the last collection
+			if limit := gcPercent(liveHeap(), floor, 100); p > limit {
+				t.Fatalf("live heap with %d MB held: percentage %d, past the limit %d", size>>20, p, limit)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("live heap with %d MB held: percentage %d 10 s after a collection, want %d", size>>20, p, want)
-			}
-			time.Sleep(time.Millisecond)
-		}
+			return p == gcPercent(liveHeap(), floor, 100)
+		}, fmt.Sprintf("the limit for %d MB held", size>>20))
 	}
 	runtime.KeepAlive(ballast)
+}
+
+// collectUntil collects until the percentage the tuner set after a
+// collection meets done, for at most 10 s; want says what done wants.
+func collectUntil(t *testing.T, done func(p int) bool, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		time.Sleep(time.Millisecond) // the tuner runs once the collection has ended
+		p := percent()
+		if done(p) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("percentage %d after 10 s of collections, want %s", p, want)
+		}
+	}
 }
 
 // TestTuneGCStops: once stopped, the tuner leaves the percentage it put
@@ -137,6 +185,7 @@ func TestTuneGCOverlapping(t *testing.T) {
 		t.Run(order, func(t *testing.T) {
 			stop1 := tuneGC(1 << 40)
 			stop2 := tuneGC(1 << 40)
+			collectUntil(t, func(p int) bool { return p > 100 }, "more than 100")
 			if order == "first ends first" {
 				stop1()
 				stop1()
