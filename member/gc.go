@@ -120,6 +120,7 @@ func runTuner(floor uint64, base int) (stop func()) {
 		sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	debug.SetGCPercent(base) // until the first collection
 	c.arm()
 	return func() {
 		c.mu.Lock()
