@@ -119,7 +119,7 @@ func TestTuneGCKeepsOff(t *testing.T) {
 
 // TestTuneGCAfterCollection: collections in quick succession take the
 // percentage to the limit for the live heap the last collection measured,
-// a live heap that grew and one that shrank, and never past it.
+// a live heap that grew and one that shrank, and keep it there.
 func TestTuneGCAfterCollection(t *testing.T) {
 	tunerTest(t)
 	const floor = 64 << 20
@@ -127,14 +127,33 @@ func TestTuneGCAfterCollection(t *testing.T) {
 	var ballast []byte
 	for _, size := range []int{48 << 20, 0} {
 		ballast = make([]byte, size)
-		collectUntil(t, func(p int) bool { // the limit follows the last collection
-			if limit := gcPercent(liveHeap(), floor, 100); p > limit {
-				t.Fatalf("live heap with %d MB held: percentage %d, past the limit %d", size>>20, p, limit)
-			}
-			return p == gcPercent(liveHeap(), floor, 100)
-		}, fmt.Sprintf("the limit for %d MB held", size>>20))
+		atLimit := func(p int) bool { return p == gcPercent(liveHeap(), floor, 100) } // the limit follows the last collection
+		collectUntil(t, atLimit, fmt.Sprintf("the limit for %d MB held", size>>20))
+		for range 3 { // doubled again, it stays at the limit
+			collectUntil(t, atLimit, fmt.Sprintf("the limit for %d MB held, collected again", size>>20))
+		}
 	}
 	runtime.KeepAlive(ballast)
+}
+
+// TestTuneGCLowersWhenSeldom: a collection that comes more than four times
+// gcEvery after the one before halves the percentage, and the next ones,
+// which follow at once, double it again.
+func TestTuneGCLowersWhenSeldom(t *testing.T) {
+	tunerTest(t)
+	defer tuneGC(1 << 40)()
+	collectUntil(t, func(p int) bool { return p >= 400 }, "400 or more")
+	before := percent()
+	time.Sleep(4*gcEvery + 50*time.Millisecond) // nothing allocates: no collection comes by itself
+	runtime.GC()
+	deadline := time.Now().Add(10 * time.Second)
+	for percent() == before && time.Now().Before(deadline) { // the tuner runs once the collection has ended
+		time.Sleep(time.Millisecond)
+	}
+	if p := percent(); p != before/2 {
+		t.Fatalf("percentage %d after a collection %v after the one before, want %d (half of %d)", p, 4*gcEvery+50*time.Millisecond, before/2, before)
+	}
+	collectUntil(t, func(p int) bool { return p == before }, fmt.Sprintf("%d again, doubled by collections that follow at once", before))
 }
 
 // collectUntil collects until the percentage the tuner set after a

@@ -36,10 +36,10 @@ import (
 // once its job ended and its results are written; the other members host
 // the job's tasks and ackers until stopped, then leave, moving them to the
 // members that stay. Errors about a setting are *SettingError. While a
-// member of a cluster of processes runs, the collector runs about ten
-// times a second at most, letting the heap grow up to 64 MB over its live
-// bytes (more than GOGC's default 100 % of a small heap), unless the
-// environment sets GOGC (paceGC).
+// member of a cluster of processes runs, the collector is paced to run
+// about ten times a second at most, letting the heap grow up to 64 MB over
+// its live bytes (more than GOGC's default 100 % of a small heap), unless
+// the environment sets GOGC (paceGC).
 func Run(ctx context.Context, cfg Config, log *logrus.Logger, topologies ...Topology) error {
 	if err := cfg.Validate(); err != nil {
 		return err
