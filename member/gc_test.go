@@ -143,15 +143,17 @@ func TestTuneGCLowersWhenSeldom(t *testing.T) {
 	tunerTest(t)
 	defer tuneGC(1 << 40)()
 	collectUntil(t, func(p int) bool { return p >= 400 }, "400 or more")
+	const seldom = 4*gcEvery + 50*time.Millisecond
+	time.Sleep(seldom) // the tuner's work for the collections before is done (it may lag collectUntil's read)
 	before := percent()
-	time.Sleep(4*gcEvery + 50*time.Millisecond) // nothing allocates: no collection comes by itself
+	time.Sleep(seldom) // nothing allocates: no collection comes by itself
 	runtime.GC()
 	deadline := time.Now().Add(10 * time.Second)
 	for percent() == before && time.Now().Before(deadline) { // the tuner runs once the collection has ended
 		time.Sleep(time.Millisecond)
 	}
 	if p := percent(); p != before/2 {
-		t.Fatalf("percentage %d after a collection %v after the one before, want %d (half of %d)", p, 4*gcEvery+50*time.Millisecond, before/2, before)
+		t.Fatalf("percentage %d after a collection %v after the one before, want %d (half of %d)", p, seldom, before/2, before)
 	}
 	collectUntil(t, func(p int) bool { return p == before }, fmt.Sprintf("%d again, doubled by collections that follow at once", before))
 }
