@@ -155,7 +155,7 @@ func TestTuneGCLowersWhenSeldom(t *testing.T) {
 	if p := percent(); p != before/2 {
 		t.Fatalf("percentage %d after a collection %v after the one before, want %d (half of %d)", p, seldom, before/2, before)
 	}
-	collectUntil(t, func(p int) bool { return p == before }, fmt.Sprintf("%d again, doubled by collections that follow at once", before))
+	collectUntil(t, func(p int) bool { return p >= before }, fmt.Sprintf("%d or more again, doubled by collections that follow at once", before))
 }
 
 // collectUntil collects until the percentage the tuner set after a
