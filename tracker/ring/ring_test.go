@@ -3,6 +3,7 @@ package ring
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -339,6 +340,56 @@ func TestTableBucketEdges(t *testing.T) {
 					if n, ok := tab.OwnerKey(k); !ok || tab.IDs()[n] != want {
 						t.Errorf("key %#x: table owner %d (%v) of %v, ring %q", k, n, ok, tab.IDs(), want)
 					}
+				}
+			}
+		})
+	}
+}
+
+// TestTableManyOwners: past 32 767 running ackers a bucket cannot hold an
+// owner's index, so every bucket scans; the table still names the ring's
+// owner at every key. The ring is built by hand (one point per acker, in
+// random order), since adding that many ackers one by one is slow.
+func TestTableManyOwners(t *testing.T) {
+	for _, ackers := range []int{math.MaxInt16, math.MaxInt16 + 1, math.MaxInt16 + 2} {
+		t.Run(fmt.Sprint(ackers), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(ackers)))
+			r := New(1)
+			r.states = make(map[string]State, ackers)
+			keys := map[uint32]bool{}
+			for len(keys) < ackers {
+				keys[rng.Uint32()] = true
+			}
+			r.keys = slices.Sorted(maps.Keys(keys))
+			for range r.keys {
+				id := fmt.Sprint("a", rng.Uint64())
+				for r.states[id] != 0 {
+					id = fmt.Sprint("a", rng.Uint64())
+				}
+				r.states[id] = Running
+				r.owners = append(r.owners, id)
+			}
+			tab := r.Table()
+			direct := 0
+			for _, b := range tab.bucket {
+				if b >= 0 {
+					direct++
+				}
+			}
+			if scansAll := ackers > math.MaxInt16; scansAll != (direct == 0) {
+				t.Fatalf("%d ackers: %d of %d buckets direct", ackers, direct, len(tab.bucket))
+			}
+			probe := []uint32{0, 1<<32 - 1}
+			for range 20000 {
+				probe = append(probe, rng.Uint32())
+			}
+			for i := 0; i < len(r.keys); i += 97 {
+				probe = append(probe, r.keys[i]-1, r.keys[i], r.keys[i]+1)
+			}
+			for _, k := range probe {
+				want, _ := r.LocateKey(k)
+				if n, ok := tab.OwnerKey(k); !ok || tab.IDs()[n] != want {
+					t.Fatalf("key %#x: table owner %q, ring %q", k, tab.IDs()[n], want)
 				}
 			}
 		})
