@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -60,7 +61,8 @@ func readRunStats(tb testing.TB, path string) runStats {
 
 // BenchmarkClusterWordcount counts the same 1M lines on an embedded member
 // and on three `acktor node` processes on this machine (the same tasks and
-// ackers: 3 spout, 3 split and 2 count tasks, 3 ackers, max pending 1024),
+// ackers: 3 spout, 3 split and 2 count tasks, 3 ackers, the default max
+// pending),
 // each a fresh process, in the same iteration. It reports both runs'
 // tuples/s (the runs alone, as their --stats give them, not process or
 // member start) and the cluster's over the embedded's: what crossing
@@ -82,7 +84,7 @@ func BenchmarkClusterWordcount(b *testing.B) {
 	for i := range b.N {
 		emb := filepath.Join(dir, "embedded-"+strconv.Itoa(i)+".json")
 		cmd := exec.Command(os.Args[0], "wordcount", "--input", input, "--output", os.DevNull, "--stats", emb,
-			"--progress", "none", "--ackers", "3", "--max-pending", "1024", "--spouts", "3", "--splitters", "3", "--counters", "2")
+			"--progress", "none", "--ackers", "3", "--spouts", "3", "--splitters", "3", "--counters", "2")
 		cmd.Env = append(os.Environ(), asMain+"=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("embedded word count: %v\n%s", err, out)
@@ -96,6 +98,7 @@ func BenchmarkClusterWordcount(b *testing.B) {
 			b.Fatal(err)
 		}
 		paths, addrs := writeNodeConfigs(b, sub, input, "30s", "")
+		defaultPending(b, paths)
 		w1, _ := startNode(b, paths[1])
 		w2, _ := startNode(b, paths[2])
 		driver, stderr := startDriver(b, paths[0])
@@ -137,6 +140,25 @@ func BenchmarkClusterWordcount(b *testing.B) {
 	b.ReportMetric(embFaults/float64(b.N), "embedded-faults")
 	b.ReportMetric(clusterFaults/float64(b.N), "cluster-faults")
 	b.ReportMetric(faultCost/float64(b.N), "fault-us")
+}
+
+// defaultPending takes the tests' max pending out of the members' configs,
+// so that they run the default, as the embedded run does.
+func defaultPending(tb testing.TB, paths []string) {
+	tb.Helper()
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cut := bytes.Replace(data, []byte("  max_pending: 1024\n"), nil, 1)
+		if len(cut) == len(data) {
+			tb.Fatalf("%s: no max_pending to take out", p)
+		}
+		if err := os.WriteFile(p, cut, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
 
 // cpu is the CPU time a finished process took, user and system, in ns: all
