@@ -62,8 +62,7 @@ func readRunStats(tb testing.TB, path string) runStats {
 // BenchmarkClusterWordcount counts the same 1M lines on an embedded member
 // and on three `acktor node` processes on this machine (the same tasks and
 // ackers: 3 spout, 3 split and 2 count tasks, 3 ackers, the default max
-// pending),
-// each a fresh process, in the same iteration. It reports both runs'
+// pending), each a fresh process, in the same iteration. It reports both runs'
 // tuples/s (the runs alone, as their --stats give them, not process or
 // member start) and the cluster's over the embedded's: what crossing
 // members costs (the goal is x-embedded >= 0.6). It also reports the CPU
