@@ -141,8 +141,9 @@ func BenchmarkClusterWordcount(b *testing.B) {
 	b.ReportMetric(faultCost/float64(b.N), "fault-us")
 }
 
-// defaultPending takes the tests' max pending out of the members' configs,
-// so that they run the default, as the embedded run does.
+// defaultPending takes the max pending of 1024 that writeNodeConfigs
+// writes out of the members' configs, so that they run the default, as the
+// embedded run does.
 func defaultPending(tb testing.TB, paths []string) {
 	tb.Helper()
 	for _, p := range paths {
