@@ -22,13 +22,13 @@ const gcFloor = 64 << 20
 // member that collects more often gets twice the percentage, up to
 // gcFloor's (past it, it collects as often as it must), and one that
 // collects four times as seldom half, down to the percentage it started
-// with. A member that allocates little so keeps
-// a small heap, whose pages stay warm. A fixed 64 MB over the live bytes
-// cost the three members of a batch word count 21 k page faults a run
-// against 16–19 k with this pace, which ran 1.07× the tuples/s; a service
-// with standbys, which collected up to 28 times a second under GOGC=100
-// and ran 0.82× as fast as under the fixed 64 MB, ran 1.03× as fast with
-// this pace, and one without standbys 1.4×.
+// with. A member that allocates little so keeps a small heap, whose pages
+// stay warm. A fixed 64 MB over the live bytes cost the three members of a
+// batch word count 21 k page faults a run against 16–19 k with this pace,
+// which ran 1.07× the tuples/s; a service with standbys, which collected
+// up to 28 times a second under GOGC=100 and ran 0.82× as fast as under
+// the fixed 64 MB, ran 1.03× as fast with this pace, and one without
+// standbys 1.4×.
 const gcEvery = 100 * time.Millisecond
 
 // paceGC tunes the collector (tuneGC) for a member of a cluster of
